@@ -1,0 +1,66 @@
+# The course's commands. `make book` and `make test` set up everything they need on a fresh machine:
+# a virtual environment in .venv, the pinned requirements and the package itself (editable).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Touched after a successful install; re-install only when the pins or the package metadata change.
+STAMP  := $(VENV)/.installed
+PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+             --nbval-cell-timeout 300
+
+.PHONY: help venv book test lint lab execute exercises requirements clean distclean
+
+help:
+	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
+	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
+	@echo "make lab         open JupyterLab on the exercise notebooks"
+	@echo "make execute     re-run lessons/ and solutions/ in place from a fresh kernel"
+	@echo "make exercises   regenerate exercises/ from solutions/"
+	@echo "make clean       remove build outputs (keeps .venv); make distclean removes .venv too"
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build -W -n --keep-going .
+	@echo
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab exercises/
+
+execute: $(STAMP)
+	$(BIN)/transformer-course execute lessons solutions
+
+exercises: $(STAMP)
+	$(BIN)/transformer-course exercises
+
+# Re-pin every package from a fresh environment built from pyproject.toml's ranges.
+requirements:
+	rm -rf /tmp/tc-pin && $(PYTHON) -m venv /tmp/tc-pin
+	/tmp/tc-pin/bin/python -m pip install --quiet --upgrade pip
+	/tmp/tc-pin/bin/python -m pip install --quiet -e '.[test]'
+	{ echo "# Every package, pinned: the exact set that CI tests. Regenerate with 'make requirements'"; \
+	  echo "# after changing the dependencies in pyproject.toml (pip freeze of a fresh .venv)."; \
+	  /tmp/tc-pin/bin/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; \
+	} > requirements.txt
+
+clean:
+	rm -rf _build .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) src/*.egg-info

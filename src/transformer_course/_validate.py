@@ -1,0 +1,74 @@
+"""Argument checks shared by the package: each error names the argument, what it got and what it wanted.
+
+The point is that a learner who passes the wrong thing reads "query has d_k=8 but key has d_k=6"
+instead of a bare shape error from deep inside a matrix multiplication.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import torch
+
+
+def describe(x) -> str:
+    """A short description of a value for error messages: shape and dtype for tensors."""
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return f"{type(x).__name__} {x!r}" if isinstance(x, (int, float, str)) else type(x).__name__
+
+
+def tensor(name: str, x, *, min_dim: int = 0, floating: bool = False) -> torch.Tensor:
+    """Require a tensor with at least ``min_dim`` dimensions (and a floating dtype if asked)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {describe(x)}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+    if floating and not x.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype, got {x.dtype}")
+    return x
+
+
+def integer(name: str, value, *, minimum: int | None = None) -> int:
+    """Require a whole number (not a bool), at least ``minimum``; returns it as an int."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {describe(value)}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def real(name: str, value) -> float:
+    """Require a finite real number (not a bool); returns it as a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def mask(name: str, m, target_shape: torch.Size) -> torch.Tensor:
+    """Require a boolean or floating mask that broadcasts to ``target_shape`` without enlarging it."""
+    if not isinstance(m, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor (bool or float), got {describe(m)}")
+    if m.dtype != torch.bool and not m.is_floating_point():
+        raise TypeError(
+            f"{name} must be boolean (True = may attend) or floating (additive 0 / -inf), got {m.dtype}"
+        )
+    try:
+        shape = torch.broadcast_shapes(m.shape, target_shape)
+    except RuntimeError:
+        shape = None
+    if shape != target_shape:
+        raise ValueError(
+            f"{name} of shape {tuple(m.shape)} does not broadcast to the attention scores' shape "
+            f"{tuple(target_shape)} (..., n_q, n_k)"
+        )
+    return m

@@ -1,0 +1,125 @@
+"""Scaled dot-product attention and the masked softmax it rests on.
+
+Shapes follow D2L chapter 11: ``n_q`` queries and ``n_k`` key-value pairs, query/key width ``d_k``,
+value width ``d_v``. Every function takes any number of leading batch dimensions ``...``.
+
+Masks follow one convention throughout the package (the one of ``F.scaled_dot_product_attention``):
+a boolean mask is True where attention IS allowed; a floating mask is added to the scores (0 / -inf).
+A query whose row allows nothing gets zero weights and a zero output, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from transformer_course import _validate
+
+
+def _apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, float("-inf"))
+    # An additive mask of another floating dtype (float32 from to_additive_mask, say, on float64 scores)
+    # would otherwise promote the weights and fail later in ``weights @ value``.
+    return scores + mask.to(scores.dtype)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1) -> torch.Tensor:
+    """Softmax of ``scores`` along ``dim`` over the allowed entries only.
+
+    Args:
+        scores: ``(..., n_q, n_k)`` floating tensor.
+        mask: ``None``, a boolean mask (True = allowed) or an additive float mask, broadcastable to
+            ``scores``.
+        dim: the axis that sums to one (the keys' axis, ``-1``, for attention).
+
+    Returns:
+        Weights of the same shape as ``scores``; rows (along ``dim``) with no allowed entry are all zero.
+    """
+    _validate.tensor("scores", scores, min_dim=1, floating=True)
+    dim = _validate.integer("dim", dim)
+    if not -scores.dim() <= dim < scores.dim():
+        raise ValueError(
+            f"dim must be in [{-scores.dim()}, {scores.dim()}) for scores of shape {tuple(scores.shape)}, "
+            f"got {dim}"
+        )
+    if mask is not None:
+        _validate.mask("mask", mask, scores.shape)
+    scores = _apply_mask(scores, mask)
+    if mask is None:
+        return torch.softmax(scores, dim=dim)
+    # torch.softmax is stable (it subtracts the row maximum), but a row that is all -inf gives 0/0 = NaN,
+    # in the forward pass and in the gradient. Softmax such rows over zeros instead, then zero them out.
+    # (``all`` rather than ``amax``, which refuses a dimension of size zero.)
+    empty = torch.isneginf(scores).all(dim=dim, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(empty, 0.0), dim=dim)
+    return weights.masked_fill(empty, 0.0)
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T / sqrt(d_k) + mask) V, returning the output and the attention weights.
+
+    Args:
+        query: ``(..., n_q, d_k)``.
+        key: ``(..., n_k, d_k)``.
+        value: ``(..., n_k, d_v)``.
+        mask: boolean (True = may attend) or additive float mask broadcastable to ``(..., n_q, n_k)``.
+        dropout_p: probability of dropping an attention weight (applied to the output's weights only).
+        scale: factor on the scores; ``1/sqrt(d_k)`` by default.
+
+    Returns:
+        ``(output, weights)``: output ``(..., n_q, d_v)``, weights ``(..., n_q, n_k)`` before dropout.
+        The leading dimensions are those of query, key and value broadcast together.
+    """
+    q = _validate.tensor("query", query, min_dim=2, floating=True)
+    k = _validate.tensor("key", key, min_dim=2, floating=True)
+    v = _validate.tensor("value", value, min_dim=2, floating=True)
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"query, key and value must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    (n_q, d_k), (n_k, d_k_key), (n_v, _) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
+    if d_k != d_k_key:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got query {tuple(q.shape)} "
+            f"(d_k={d_k}) and key {tuple(k.shape)} (d_k={d_k_key})"
+        )
+    if n_k != n_v:
+        raise ValueError(
+            f"key and value must have the same number of positions n_k, got key {tuple(k.shape)} "
+            f"(n_k={n_k}) and value {tuple(v.shape)} (n_k={n_v})"
+        )
+    if n_k == 0 or d_k == 0:
+        raise ValueError(f"key must have n_k >= 1 and d_k >= 1, got shape {tuple(k.shape)}")
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch) dimensions of query {tuple(q.shape)}, key {tuple(k.shape)} and "
+            f"value {tuple(v.shape)} do not broadcast together"
+        ) from None
+    if mask is not None:
+        _validate.mask("mask", mask, batch + (n_q, n_k))
+    dropout_p = _validate.real("dropout_p", dropout_p)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k)
+    elif not _validate.real("scale", scale) > 0:
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+
+    # The scores carry the batch dims of q and k only; when value (or the mask) has more, expand them
+    # (a view) so that the mask validated against ``batch`` applies and the weights have the documented shape.
+    scores = ((q @ k.transpose(-2, -1)) * scale).expand(batch + (n_q, n_k))  # (..., n_q, n_k)
+    weights = masked_softmax(scores, mask)
+    dropped = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
+    return dropped @ v, weights

@@ -1,0 +1,12 @@
+"""Exercise checks: ``check("01.1", answer)`` prints a confirmation or raises :class:`CheckFailed`.
+
+Each lesson's exercises live in their own module (``lesson01``, ``lesson02``, ...); importing this
+package registers all of them in :data:`REGISTRY`, keyed by exercise id.
+"""
+
+from transformer_course.checks import lesson01  # noqa: F401  (registers the exercises)
+from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
+
+__all__ = ["REGISTRY", "CheckFailed", "Exercise", "check"]
+
+install_ipython_handler()

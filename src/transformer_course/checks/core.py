@@ -1,0 +1,267 @@
+"""The machinery behind ``check("02.1", answer)``: the registry, ``CheckFailed`` and the comparisons.
+
+An exercise is a function registered with :func:`exercise` that receives the learner's answer and
+either returns the number of cases it passed or raises :class:`CheckFailed` with a short, specific
+message: which case failed, expected vs got, and the name of the mistake when one is recognised.
+
+Most exercises ask for a function. :func:`check_function` runs the learner's function and the
+reference on the same inputs (:class:`Case`), compares the results (:func:`compare`) and, on a
+mismatch, runs known-wrong variants (:class:`Mistake`) to name what went wrong.
+"""
+
+from __future__ import annotations
+
+import numbers
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+
+class CheckFailed(Exception):
+    """An answer did not pass its check. The message alone is the feedback (Jupyter shows no traceback)."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    points: int
+    checker: Callable[[object], int]
+
+    @property
+    def lesson(self) -> str:
+        """The two-digit lesson number, e.g. ``"02"`` for ``"02.1"``."""
+        return self.id.split(".")[0]
+
+
+REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(id: str, title: str, points: int) -> Callable:
+    """Register the decorated function as the checker of exercise ``id`` (e.g. ``"02.1"``)."""
+
+    def register(checker: Callable[[object], int]) -> Callable[[object], int]:
+        if id in REGISTRY:
+            raise ValueError(f"exercise {id!r} is registered twice")
+        REGISTRY[id] = Exercise(id, title, points, checker)
+        return checker
+
+    return register
+
+
+def check(exercise_id: str, answer) -> None:
+    """Check ``answer`` for the exercise ``exercise_id``; print a confirmation or raise CheckFailed."""
+    __tracebackhide__ = True  # pytest: show the message, not this frame
+    if exercise_id not in REGISTRY:
+        known = ", ".join(sorted(REGISTRY))
+        raise CheckFailed(f"unknown exercise id {exercise_id!r}; known ids: {known}")
+    ex = REGISTRY[exercise_id]
+    try:
+        n_cases = ex.checker(answer)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{ex.id} {ex.title}: {failure}") from None
+    print(f"\u2714 {ex.id} {ex.title}: public checks passed ({n_cases} cases).")
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One input to a learner's function: a label and the arguments, by parameter name, in order."""
+
+    label: str
+    args: dict[str, object] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        parts = []
+        for name, value in self.args.items():
+            if isinstance(value, torch.Tensor):
+                dtype = "" if value.dtype in (torch.float32, torch.int64) else f" {value.dtype}"
+                parts.append(f"{name} {tuple(value.shape)}{dtype}")
+            else:
+                parts.append(f"{name}={value!r}")
+        return f"{self.label} [{', '.join(parts)}]"
+
+    def fresh_args(self) -> list:
+        """Copies of the arguments, so an answer that edits its inputs in place cannot spoil a case."""
+        return [v.clone() if isinstance(v, torch.Tensor) else v for v in self.args.values()]
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known-wrong variant of the reference and the hint shown when an answer matches it."""
+
+    hint: str
+    wrong: Callable
+
+
+# --- calling the learner's code ----------------------------------------------------------------
+
+
+def require_callable(answer, what: str = "a function") -> None:
+    if not callable(answer):
+        raise CheckFailed(f"expected {what}, got {type(answer).__name__} {answer!r:.60}")
+
+
+def call_answer(answer: Callable, case: Case):
+    """Call the learner's function on a case; their exception becomes feedback, not a crash."""
+    try:
+        return answer(*case.fresh_args())
+    except NotImplementedError:
+        name = getattr(answer, "__name__", "your function")
+        raise CheckFailed(
+            f"{name} is not implemented yet: replace the `raise NotImplementedError(...)` line with your code."
+        ) from None
+    except CheckFailed:
+        raise
+    except Exception as error:  # noqa: BLE001 - any learner error is feedback
+        raise CheckFailed(
+            f"your code raised {type(error).__name__} on the case {case.describe()}:\n"
+            f"  {error}\n{_learner_location(error)}"
+        ) from None
+
+
+def _learner_location(error: Exception) -> str:
+    """Where in the learner's code the error happened: the last frame outside torch and this package."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if "transformer_course" not in f.filename and "site-packages" not in f.filename
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f": {f.line.strip()}" if f.line else ""
+    return f"  at line {f.lineno} in {f.name}{code}"
+
+
+# --- comparing results -------------------------------------------------------------------------
+
+
+def _fmt(values: torch.Tensor, limit: int = 6) -> str:
+    items = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in values.flatten()[:limit].tolist()]
+    return "[" + ", ".join(items) + (", ...]" if values.numel() > limit else "]")
+
+
+def compare_tensor(expected: torch.Tensor, got, name: str, rtol: float, atol: float) -> str | None:
+    """None if ``got`` matches ``expected``; else a short description of the first difference."""
+    if type(got) not in (torch.Tensor, torch.nn.Parameter):
+        return f"{name}: expected a torch.Tensor, got {type(got).__name__}"
+    got = got.detach()
+    if got.shape != expected.shape:
+        return f"{name}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+    if got.dtype != expected.dtype:
+        return f"{name}: expected dtype {expected.dtype}, got {got.dtype}"
+    if not expected.is_floating_point():
+        wrong = got != expected
+    else:
+        nan_got, nan_exp = torch.isnan(got), torch.isnan(expected)
+        if (nan_got & ~nan_exp).any():
+            where = tuple(torch.nonzero(nan_got & ~nan_exp)[0].tolist())
+            return f"{name}: got NaN at index {where} where {expected[where].item():.4g} was expected"
+        wrong = ~torch.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if not wrong.any():
+        return None
+    first = tuple(torch.nonzero(wrong)[0].tolist())
+    message = f"{name}: {int(wrong.sum())} of {wrong.numel()} values differ"
+    if expected.is_floating_point():
+        err = (got - expected).abs().nan_to_num(nan=float("inf"))
+        message += f" (max abs error {err.max().item():.3g})"
+    if expected.dim() >= 2:
+        row = first[:-1]
+        message += f"; row {list(row)}:\n    expected {_fmt(expected[row])}\n    got      {_fmt(got[row])}"
+    else:
+        message += f":\n    expected {_fmt(expected)}\n    got      {_fmt(got)}"
+    return message
+
+
+def compare_number(expected, got, name: str) -> str | None:
+    if isinstance(expected, numbers.Integral):
+        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+            return f"{name}: expected an integer, got {type(got).__name__} {got!r:.40}"
+        return None if int(got) == int(expected) else f"{name}: expected {expected}, got {int(got)}"
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        return f"{name}: expected a number, got {type(got).__name__} {got!r:.40}"
+    ok = abs(float(got) - float(expected)) <= 1e-6 + 1e-4 * abs(float(expected))
+    return None if ok else f"{name}: expected {float(expected):.6g}, got {float(got):.6g}"
+
+
+def compare(expected, got, names: Sequence[str] = ("output",), rtol: float = 1e-5, atol: float = 1e-6):
+    """Compare a result (a tensor, a number, or a tuple of them named by ``names``) with the expected one.
+
+    The type of ``got`` is validated before any comparison, so an object that claims to equal
+    everything cannot pass.
+    """
+    if isinstance(expected, tuple):
+        if type(got) not in (tuple, list):
+            return f"expected a tuple ({', '.join(names)}), got {type(got).__name__}"
+        if len(got) != len(expected):
+            return f"expected a tuple of {len(expected)} ({', '.join(names)}), got {len(got)} values"
+        for name, e, g in zip(names, expected, got, strict=True):
+            problem = compare(e, g, (name,), rtol, atol)
+            if problem:
+                return problem
+        return None
+    name = names[0]
+    if isinstance(expected, torch.Tensor):
+        return compare_tensor(expected, got, name, rtol, atol)
+    return compare_number(expected, got, name)
+
+
+def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> str:
+    """The hint of the first known mistake whose output equals the learner's, or ''."""
+    for mistake in mistakes:
+        try:
+            wrong = mistake.wrong(*case.fresh_args())
+        except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
+            continue
+        if compare(wrong, got, **compare_kwargs) is None:
+            return f"\nLikely mistake: {mistake.hint}"
+    return ""
+
+
+def check_function(
+    answer,
+    reference: Callable,
+    cases: Sequence[Case],
+    mistakes: Sequence[Mistake] = (),
+    *,
+    names: Sequence[str] = ("output",),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> int:
+    """Run ``answer`` and ``reference`` on every case; raise CheckFailed at the first difference."""
+    require_callable(answer)
+    compare_kwargs = dict(names=names, rtol=rtol, atol=atol)
+    for case in cases:
+        expected = reference(*case.fresh_args())
+        got = call_answer(answer, case)
+        problem = compare(expected, got, **compare_kwargs)
+        if problem:
+            hint = diagnose(mistakes, case, got, compare_kwargs)
+            raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}{hint}")
+    return len(cases)
+
+
+# --- Jupyter display -----------------------------------------------------------------------------
+
+
+def _show_check_failed(shell, etype, value, tb, tb_offset=None):
+    """IPython handler: show a CheckFailed as its message alone, in red, with no traceback."""
+    lines = [f"\x1b[1;31m\u2718 {etype.__name__}\x1b[0m: {value}"]
+    shell._showtraceback(etype, value, lines)  # publishes the error; the execute reply stays 'error'
+    return lines
+
+
+def install_ipython_handler() -> None:
+    """In a Jupyter kernel, render CheckFailed as a short message instead of a long traceback."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((CheckFailed,), _show_check_failed)

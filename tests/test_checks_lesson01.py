@@ -1,0 +1,108 @@
+"""Lesson 01's checks: known-wrong answers are rejected with the right hint, other correct answers pass."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course.checks import CheckFailed, check
+
+# --- 01.1 token_logits(tokens, embedding, head_weight, head_bias) ---------------------------------
+
+WRONG_LOGITS = {
+    "no transpose": (lambda t, E, W, b: E[t] @ W + b, "multiply by its transpose"),
+    "no bias": (lambda t, E, W, b: E[t] @ W.T, "bias is missing"),
+    "embedding as head": (lambda t, E, W, b: E[t] @ E.T + b, "embedding table instead of the output head"),
+    "softmax applied": (lambda t, E, W, b: F.softmax(F.linear(E[t], W, b), -1), "softmax was applied"),
+    "float32 hard-coded": (lambda t, E, W, b: (E[t] @ W.T + b).float(), "expected dtype torch.float64"),
+    "flattened batch": (lambda t, E, W, b: (E[t] @ W.T + b).reshape(-1, W.shape[0]), "expected shape"),
+}
+
+
+def one_hot_logits(tokens, embedding, head_weight, head_bias):
+    one_hot = F.one_hot(tokens, embedding.shape[0]).to(embedding.dtype)
+    return one_hot @ embedding @ head_weight.T + head_bias
+
+
+def module_logits(tokens, embedding, head_weight, head_bias):
+    emb = nn.Embedding.from_pretrained(embedding)
+    head = nn.Linear(embedding.shape[1], embedding.shape[0], dtype=embedding.dtype)
+    with torch.no_grad():
+        head.weight.copy_(head_weight)
+        head.bias.copy_(head_bias)
+        return head(emb(tokens))
+
+
+RIGHT_LOGITS = {
+    "F.embedding + F.linear": lambda t, E, W, b: F.linear(F.embedding(t, E), W, b),
+    "einsum": lambda t, E, W, b: torch.einsum("...d,vd->...v", E[t], W) + b,
+    "one-hot matmul": one_hot_logits,
+    "nn modules": module_logits,
+}
+
+# --- 01.2 next_token_pairs(tokens) ---------------------------------------------------------------
+
+
+def shifted_with_loop(tokens):
+    n = tokens.shape[-1]
+    inputs = torch.stack([tokens[..., i] for i in range(n - 1)], dim=-1)
+    targets = torch.stack([tokens[..., i + 1] for i in range(n - 1)], dim=-1)
+    return inputs, targets
+
+
+WRONG_PAIRS = {
+    "swapped": (lambda t: (t[..., 1:], t[..., :-1]), "swapped"),
+    "not shifted": (lambda t: (t.clone(), t.clone()), "nothing is shifted"),
+    "batch axis": (lambda t: (t[:-1], t[1:]), "along the batch axis"),
+    "shift by two": (lambda t: (t[..., :-2], t[..., 2:]), "shift is by two"),
+    "rolled": (lambda t: (t, t.roll(-1, dims=-1)), "expected shape"),
+    "one tensor": (lambda t: t[..., 1:], "expected a tuple"),
+}
+RIGHT_PAIRS = {
+    "narrow": lambda t: (t.narrow(-1, 0, t.shape[-1] - 1), t.narrow(-1, 1, t.shape[-1] - 1)),
+    "loop": shifted_with_loop,
+    "list": lambda t: [t[..., :-1], t[..., 1:]],
+}
+
+# --- 01.3 lm_parameter_count(vocab_size, d_model, tie_weights) ------------------------------------
+
+WRONG_COUNTS = {
+    "no bias": (lambda v, d, tie: v * d * (1 if tie else 2), "bias (|V| numbers) is not counted"),
+    "tied counted twice": (lambda v, d, tie: 2 * v * d + v, "count it once"),
+    "bias of size d": (lambda v, d, tie: v * d * (1 if tie else 2) + d, "not d"),
+    "float result": (lambda v, d, tie: float(v * d * (1 if tie else 2) + v), "expected an integer"),
+}
+
+
+def count_with_modules(vocab_size, d_model, tie_weights):
+    embedding = nn.Embedding(vocab_size, d_model, device="meta")
+    head = nn.Linear(d_model, vocab_size, device="meta")
+    n = embedding.weight.numel() + head.bias.numel()
+    return n if tie_weights else n + head.weight.numel()
+
+
+RIGHT_COUNTS = {
+    "formula": lambda v, d, tie: v * d + (v if tie else v * d + v),
+    "modules": count_with_modules,
+}
+
+WRONG = [("01.1", k, *v) for k, v in WRONG_LOGITS.items()] + [
+    ("01.2", k, *v) for k, v in WRONG_PAIRS.items()
+] + [("01.3", k, *v) for k, v in WRONG_COUNTS.items()]
+RIGHT = [("01.1", k, v) for k, v in RIGHT_LOGITS.items()] + [
+    ("01.2", k, v) for k, v in RIGHT_PAIRS.items()
+] + [("01.3", k, v) for k, v in RIGHT_COUNTS.items()]
+
+
+@pytest.mark.parametrize("exercise_id, name, answer, hint", WRONG, ids=[f"{w[0]}-{w[1]}" for w in WRONG])
+def test_wrong_answer_is_rejected_with_its_hint(exercise_id, name, answer, hint):
+    with pytest.raises(CheckFailed) as failure:
+        check(exercise_id, answer)
+    assert hint in str(failure.value), str(failure.value)
+    assert str(failure.value).startswith(exercise_id)
+
+
+@pytest.mark.parametrize("exercise_id, name, answer", RIGHT, ids=[f"{r[0]}-{r[1]}" for r in RIGHT])
+def test_correct_alternative_is_accepted(exercise_id, name, answer, capsys):
+    check(exercise_id, answer)
+    assert f"{exercise_id}" in capsys.readouterr().out

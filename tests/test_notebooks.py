@@ -1,0 +1,99 @@
+"""The notebooks as committed: exercises in sync, stubs failing, solutions passing, lessons complete.
+
+nbval (run by `make test` on lessons/ and solutions/) proves the stored outputs still come out of the
+code; these tests check what nbval does not: the learner's notebooks, and the shape of every lesson.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from transformer_course.authoring import METADATA_KEY, execute_notebook, stale_exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
+EXECUTED = LESSONS + SOLUTIONS
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def check_cells(nb):
+    return [c for c in nb.cells if c.metadata.get(METADATA_KEY, {}).get("role") == "check"]
+
+
+def test_there_is_a_lesson_and_exercises_for_each_topic():
+    assert LESSONS, "no lesson notebooks found"
+    assert [p.name for p in SOLUTIONS] == [p.name for p in EXERCISES]
+    assert {p.name for p in SOLUTIONS} <= {p.name for p in LESSONS}
+
+
+def test_exercises_are_in_sync_with_solutions():
+    assert stale_exercises(ROOT / "solutions", ROOT / "exercises") == [], "run `make exercises`"
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_executed_in_order_without_errors(path):
+    nb = read(path)
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: run `make execute` (counts {counts})"
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            tags = cell.metadata.get("tags", [])
+            assert out.output_type != "error" or "raises-exception" in tags, f"cell {i} has an error output"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_every_check_passes_in_the_committed_solutions(path):
+    exercise_nb = read(ROOT / "exercises" / path.name)
+    by_id = {c.id: c for c in read(path).cells}
+    cells = check_cells(exercise_nb)
+    assert cells, f"{path.name} has no check cell"
+    for cell in cells:
+        text = "".join(o.get("text", "") for o in by_id[cell.id].outputs)
+        assert "public checks passed" in text, f"check {cell.metadata[METADATA_KEY]['exercise']} did not pass"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_every_stub_fails_every_check_with_a_short_message(path):
+    nb = execute_notebook(path, allow_errors=True, timeout=120)
+    cells = check_cells(nb)
+    assert cells
+    for cell in cells:
+        exercise = cell.metadata[METADATA_KEY]["exercise"]
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert len(errors) == 1, f"check {exercise} did not fail on the stub"
+        error = errors[0]
+        assert error.ename == "CheckFailed"
+        assert "not implemented yet" in error.evalue and error.evalue.startswith(exercise)
+        # Rendered as the message alone: one entry, no traceback frames.
+        assert len(error.traceback) == 1 and "Traceback" not in error.traceback[0]
+        assert "public checks passed" not in str(cell.outputs)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_follows_the_template(path):
+    nb = read(path)
+    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert re.match(r"# \d+\. \S", markdown[0]), "first cell: '# N. Title'"
+    assert sum(line.startswith("# ") for m in markdown for line in m.splitlines()) == 1, "one '#' title"
+    text = "\n".join(markdown)
+    for required in ("**Goals", "**Prerequisites", "## Summary", "## Exercises"):
+        assert required in text, f"{path.name} lacks {required}"
+    if (ROOT / "exercises" / path.name).exists():
+        assert f"](../exercises/{path.name})" in text, "link to the lesson's exercises"
+
+
+def test_table_of_contents_lists_every_notebook():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
+    assert parts["Lessons"] == [f"lessons/{p.stem}" for p in LESSONS]
+    assert parts["Exercises"] == [f"exercises/{p.stem}" for p in EXERCISES]
+    assert parts["Solutions"] == [f"solutions/{p.stem}" for p in SOLUTIONS]
+    assert "Instructor guide" in parts

@@ -1,0 +1,149 @@
+"""Plotting helpers for the lessons: attention heatmaps, masks, bar charts of one query's weights.
+
+Every function draws on a matplotlib ``Axes`` (a new figure when none is given) and returns it, so a
+lesson can compose panels with ``plt.subplots`` and the widgets can redraw into their own figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from transformer_course import _validate
+
+# Blocked cells light grey, allowed cells dark blue: reads the same in colour and in greyscale print.
+MASK_CMAP = ListedColormap(["#e6e6e6", "#2b5d8a"])
+
+
+def _matrix(name: str, values) -> torch.Tensor:
+    values = torch.as_tensor(values) if not isinstance(values, torch.Tensor) else values
+    values = values.detach().cpu()
+    if values.dim() != 2:
+        raise ValueError(f"{name} must be a 2-D matrix (n_q, n_k), got shape {tuple(values.shape)}")
+    return values
+
+
+def _axes(ax: Axes | None, size: tuple[float, float] = (4, 3.5)) -> Axes:
+    return ax if ax is not None else plt.subplots(figsize=size)[1]
+
+
+def _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title):
+    if col_labels is not None:
+        ax.set_xticks(range(len(col_labels)), col_labels, rotation=90 if len(col_labels) > 6 else 0)
+    if row_labels is not None:
+        ax.set_yticks(range(len(row_labels)), row_labels)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+
+
+def heatmap(
+    matrix,
+    ax: Axes | None = None,
+    *,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    cmap: str = "Reds",
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    annotate: bool = False,
+) -> Axes:
+    """Draw an ``(n_q, n_k)`` matrix (attention weights by default: rows are queries, columns keys)."""
+    values = _matrix("matrix", matrix).float()
+    ax = _axes(ax)
+    image = ax.imshow(values.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title)
+    if annotate:
+        threshold = (values.max() + values.min()) / 2
+        for (i, j), v in zip(torch.cartesian_prod(*map(torch.arange, values.shape)).tolist(), values.flatten(),
+                             strict=True):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if v > threshold else "black")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def mask_image(
+    mask,
+    ax: Axes | None = None,
+    *,
+    title: str | None = None,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+) -> Axes:
+    """Draw a boolean ``(n_q, n_k)`` mask: dark where attention is allowed, light where it is blocked.
+
+    An additive mask (0 / -inf) is drawn the same way: allowed where it is above -inf.
+    """
+    mask = _matrix("mask", mask)
+    allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+    ax = _axes(ax)
+    ax.imshow(allowed.numpy(), cmap=MASK_CMAP, vmin=0, vmax=1, aspect="auto")
+    _label_axes(ax, row_labels, col_labels, "keys", "queries", title)
+    return ax
+
+
+def heatmaps(
+    matrices,
+    *,
+    titles: Sequence[str] | None = None,
+    ncols: int | None = None,
+    size: float = 2.6,
+    suptitle: str | None = None,
+    **heatmap_kwargs,
+) -> Figure:
+    """A grid of heatmaps sharing one colour scale, e.g. the weights of each head ``(h, n_q, n_k)``."""
+    matrices = [_matrix(f"matrices[{i}]", m).float() for i, m in enumerate(matrices)]
+    if not matrices:
+        raise ValueError("matrices must hold at least one matrix, got none")
+    ncols = _validate.integer("ncols", ncols if ncols is not None else min(len(matrices), 4), minimum=1)
+    nrows = -(-len(matrices) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows), squeeze=False)
+    heatmap_kwargs.setdefault("vmax", max(float(m.max()) for m in matrices))
+    for i, ax in enumerate(axes.flat):
+        if i >= len(matrices):
+            ax.axis("off")
+            continue
+        heatmap(matrices[i], ax, title=titles[i] if titles else None, colorbar=False, **heatmap_kwargs)
+    image = axes.flat[0].images[0]
+    fig.colorbar(image, ax=axes, fraction=0.02, pad=0.02)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def weight_bars(
+    weights,
+    labels: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    *,
+    title: str | None = None,
+    color: str = "#b2182b",
+) -> Axes:
+    """Bar chart of one query's attention weights over its keys (a vector of ``n_k`` weights)."""
+    weights = torch.as_tensor(weights).detach().cpu().float()
+    if weights.dim() != 1:
+        raise ValueError(f"weights must be a vector (n_k,), got shape {tuple(weights.shape)}")
+    if labels is not None and len(labels) != len(weights):
+        raise ValueError(f"labels must have one entry per weight ({len(weights)}), got {len(labels)}")
+    ax = _axes(ax, (6, 2.5))
+    positions = range(len(weights))
+    ax.bar(positions, weights.numpy(), color=color)
+    ax.set_xticks(positions, labels if labels is not None else [str(i) for i in positions],
+                  rotation=45 if labels is not None else 0, ha="right" if labels is not None else "center")
+    ax.set_ylim(0, max(1.0, float(weights.max()) * 1.05))
+    ax.set_ylabel("weight")
+    if title:
+        ax.set_title(title)
+    return ax

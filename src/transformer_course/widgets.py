@@ -1,0 +1,120 @@
+"""Interactive demos for the lessons, which also render as static figures in the book.
+
+An :class:`Explorer` is a row of controls over a matplotlib figure that redraws when a control moves.
+Its display bundle carries, next to the live widget, a PNG of the figure at the default settings: a
+live kernel shows the widget, while the book (which has no kernel and does not load widget JavaScript)
+renders the PNG. So no page ever shows an empty widget box.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Callable
+
+import ipywidgets as W
+import torch
+from IPython.display import display
+from matplotlib.figure import Figure
+
+from transformer_course import viz
+from transformer_course.attention import scaled_dot_product_attention
+from transformer_course.masking import causal_mask, padding_mask
+
+
+class Explorer(W.VBox):
+    """Controls above a figure drawn by ``draw(fig, **values)``; the values are the controls' values."""
+
+    def __init__(self, draw: Callable[..., None], controls: dict[str, W.ValueWidget], *,
+                 title: str, figsize: tuple[float, float] = (8, 3)):
+        self._draw, self._controls, self._figsize, self.title = draw, controls, figsize, title
+        self._defaults = self.values()
+        self._out = W.Output()
+        for control in controls.values():
+            control.observe(lambda _change: self._redraw(), names="value")
+        super().__init__([W.HTML(f"<b>{title}</b>"), W.HBox(list(controls.values())), self._out])
+        self._redraw()
+
+    def values(self) -> dict:
+        return {name: control.value for name, control in self._controls.items()}
+
+    def figure(self, **values) -> Figure:
+        """The figure for the given control values (the current ones by default), drawn off-screen."""
+        fig = Figure(figsize=self._figsize, layout="constrained")
+        self._draw(fig, **{**self.values(), **values})
+        return fig
+
+    def _redraw(self) -> None:
+        self._out.clear_output(wait=True)
+        with self._out:
+            display(self.figure())
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        buffer = io.BytesIO()
+        self.figure(**self._defaults).savefig(buffer, format="png", dpi=90)
+        bundle["image/png"] = base64.b64encode(buffer.getvalue()).decode("ascii")
+        bundle["text/plain"] = f"{self.title} (interactive in Jupyter; the picture shows the default settings)"
+        return bundle
+
+
+# --- lesson 02: how d_k and the temperature shape the softmax ------------------------------------
+
+
+def _draw_attention(fig: Figure, d_k: int, temperature: float, n_k: int = 12, seed: int = 0) -> None:
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(1, d_k, generator=g), torch.randn(n_k, d_k, generator=g)
+    scores = (q @ k.T).squeeze(0) / temperature
+    unscaled, scaled = torch.softmax(scores, -1), torch.softmax(scores / math.sqrt(d_k), -1)
+    for i, (weights, name) in enumerate([(unscaled, "q·k (unscaled)"), (scaled, "q·k / sqrt(d_k)")]):
+        ax = fig.add_subplot(1, 2, i + 1)
+        entropy = -(weights * weights.clamp_min(1e-12).log()).sum()
+        viz.weight_bars(weights, ax=ax, title=f"{name}: entropy {entropy:.2f} nats")
+        ax.set_xlabel(f"key (d_k = {d_k}, temperature {temperature:g})")
+
+
+def attention_explorer() -> Explorer:
+    """One random query against 12 random keys: softmax weights with and without 1/sqrt(d_k)."""
+    controls = {
+        "d_k": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=64, description="d_k"),
+        "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.1, description="temperature"),
+    }
+    return Explorer(_draw_attention, controls, title="Attention weights of one query as d_k grows")
+
+
+# --- lesson 03: masks and the weights they leave ---------------------------------------------------
+
+MASK_KINDS = ("causal", "padding", "causal + padding")
+
+
+def demo_mask(kind: str, n: int, valid_len: int) -> torch.Tensor:
+    """The ``(n, n)`` boolean mask of one sequence with ``valid_len`` real tokens (True = may attend)."""
+    if kind not in MASK_KINDS:
+        raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+    padding = padding_mask(torch.tensor([min(valid_len, n)]), n)[0]  # (1, n) broadcasts over queries
+    if kind == "causal":
+        return causal_mask(n)
+    if kind == "padding":
+        return padding.expand(n, n)
+    return causal_mask(n) & padding
+
+
+def _draw_mask(fig: Figure, kind: str, n: int, valid_len: int, seed: int = 0) -> None:
+    mask = demo_mask(kind, n, valid_len)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    _, weights = scaled_dot_product_attention(x, x, x, mask)
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    viz.mask_image(mask, left, title=f"{kind} mask (dark = may attend)")
+    viz.heatmap(weights, right, title="attention weights", vmax=1.0)
+
+
+def mask_explorer() -> Explorer:
+    """A mask of the chosen kind for a sequence of n positions, and the weights it leaves."""
+    controls = {
+        "kind": W.Dropdown(options=MASK_KINDS, value="causal + padding", description="mask"),
+        "n": W.IntSlider(value=8, min=2, max=16, description="n"),
+        "valid_len": W.IntSlider(value=5, min=0, max=16, description="valid length"),
+    }
+    return Explorer(_draw_mask, controls, title="Masks and the attention weights they leave")

@@ -1,0 +1,108 @@
+"""Answers to lesson 02's exercises: known-wrong ones with the hint their check must give, and correct ones
+written differently from the solution, which the check must accept."""
+
+import math
+
+import torch
+
+# --- 02.1 softmax(x, dim=-1) -----------------------------------------------------------------------
+
+
+def softmax_loop(x, dim=-1):
+    moved = x.movedim(dim, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    out = torch.stack([torch.exp(r - r.max()) / torch.exp(r - r.max()).sum() for r in rows])
+    return out.reshape(moved.shape).movedim(-1, dim)
+
+
+WRONG_SOFTMAX = {
+    "naive exp": (lambda x, dim=-1: x.exp() / x.exp().sum(dim, keepdim=True), "subtract the maximum"),
+    "ignores dim": (lambda x, dim=-1: torch.softmax(x, -1), "wrong axis"),
+    "global max": (lambda x, dim=-1: (x - x.max()).exp() / (x - x.max()).exp().sum(dim, keepdim=True),
+                   "over the whole tensor"),
+    "global sum": (lambda x, dim=-1: (x - x.max()).exp() / (x - x.max()).exp().sum(), "sum over the whole tensor"),
+    "log-softmax": (lambda x, dim=-1: torch.log_softmax(x, dim), "log-softmax"),
+    "float32 always": (lambda x, dim=-1: torch.softmax(x.float(), dim), "expected dtype torch.float64"),
+}
+RIGHT_SOFTMAX = {
+    "logsumexp": lambda x, dim=-1: torch.exp(x - torch.logsumexp(x, dim, keepdim=True)),
+    "loop over rows": softmax_loop,
+    "F.softmax": lambda x, dim=-1: torch.nn.functional.softmax(x, dim=dim),
+}
+
+# --- 02.2 scaled_dot_product_attention(Q, K, V) ----------------------------------------------------
+
+
+def attention_einsum(Q, K, V):
+    scores = torch.einsum("...qd,...kd->...qk", Q, K) / math.sqrt(Q.shape[-1])
+    weights = scores.softmax(-1)
+    return torch.einsum("...qk,...kv->...qv", weights, V), weights
+
+
+def attention_loop(Q, K, V):
+    """One query at a time, as in the lesson's first version."""
+    d_k = Q.shape[-1]
+    rows = [torch.softmax((K @ Q[..., i, :, None]).squeeze(-1) / d_k**0.5, -1) for i in range(Q.shape[-2])]
+    weights = torch.stack(rows, dim=-2)
+    return weights @ V, weights
+
+
+def unbatched_only(Q, K, V):
+    n_q, d_k = Q.shape  # fails on batched input: "too many values to unpack"
+    return attention(Q, K, V, d_k**-0.5)
+
+
+def attention(Q, K, V, scale, dim=-1):
+    weights = torch.softmax(Q @ K.transpose(-2, -1) * scale, dim=dim)
+    return weights @ V, weights
+
+
+WRONG_ATTENTION = {
+    "no scaling": (lambda Q, K, V: attention(Q, K, V, 1.0), "not scaled"),
+    "divided by d_k": (lambda Q, K, V: attention(Q, K, V, 1 / Q.shape[-1]), "divided by d_k"),
+    "softmax over queries": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** -0.5, dim=-2), "wrong axis"),
+    "weights transposed": (lambda Q, K, V: (attention(Q, K, V, Q.shape[-1] ** -0.5)[0],
+                                            attention(Q, K, V, Q.shape[-1] ** -0.5)[1].mT), "transposed"),
+    "K not transposed": (lambda Q, K, V: attention(Q, K.mT, V, Q.shape[-1] ** -0.5), "K is not transposed"),
+    "swapped results": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** -0.5)[::-1], "swapped"),
+    "scaled by sqrt(d_v)": (lambda Q, K, V: attention(Q, K, V, V.shape[-1] ** -0.5), "values differ"),
+    "crash on batch": (unbatched_only, "your code raised ValueError"),
+}
+RIGHT_ATTENTION = {
+    "einsum": attention_einsum,
+    "loop over queries": attention_loop,
+    "F.sdpa + explicit weights": lambda Q, K, V: (
+        torch.nn.functional.scaled_dot_product_attention(Q, K, V),
+        torch.softmax(Q @ K.mT / math.sqrt(Q.shape[-1]), -1),
+    ),
+}
+
+# --- 02.3 dot_product_variance(d_k, num_samples) ---------------------------------------------------
+
+
+def samples(d_k, n, sampler=torch.randn):
+    return (sampler(n, d_k) * sampler(n, d_k)).sum(-1)
+
+
+WRONG_VARIANCE = {
+    "mean": (lambda d, n: samples(d, n).mean().item(), "mean of q.k"),
+    "standard deviation": (lambda d, n: samples(d, n).std().item(), "standard deviation"),
+    "scaled dot product": (lambda d, n: (samples(d, n) / math.sqrt(d)).var().item(), "scaled q.k / sqrt(d_k)"),
+    "uniform vectors": (lambda d, n: samples(d, n, torch.rand).var().item(), "standard normal"),
+    "a tensor of values": (lambda d, n: samples(d, n), "expected a finite number"),
+    "nan": (lambda d, n: float("nan"), "expected a finite number"),
+}
+RIGHT_VARIANCE = {
+    "unbiased var": lambda d, n: samples(d, n).var().item(),
+    "biased var, float64, 0-d tensor": lambda d, n: (torch.randn(n, d, dtype=torch.float64)
+                                                      .mul(torch.randn(n, d, dtype=torch.float64))
+                                                      .sum(-1).var(unbiased=False)),
+    "matrix product diagonal": lambda d, n: torch.einsum("nd,nd->n", torch.randn(n, d), torch.randn(n, d))
+    .pow(2).mean().item(),
+}
+
+EXERCISES = {
+    "02.1": (WRONG_SOFTMAX, RIGHT_SOFTMAX),
+    "02.2": (WRONG_ATTENTION, RIGHT_ATTENTION),
+    "02.3": (WRONG_VARIANCE, RIGHT_VARIANCE),
+}

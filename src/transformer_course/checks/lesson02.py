@@ -48,6 +48,10 @@ def check_softmax(answer) -> int:
                     lambda x, dim: torch.log_softmax(x, dim=dim)),
         ],
         names=("softmax",),
+        # float32 entries near +-1000 carry ~6e-5 of rounding; a stable softmax written another way
+        # (via logsumexp, say) may differ from torch.softmax by that much and is still right.
+        rtol=1e-4,
+        atol=1e-5,
     )
 
 

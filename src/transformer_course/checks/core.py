@@ -15,9 +15,14 @@ import numbers
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+import transformer_course
+
+# Frames in these folders are not the learner's: tracebacks point at the learner's own line instead.
+_NOT_LEARNER = (str(Path(transformer_course.__file__).parent), str(Path(torch.__file__).parent))
 
 class CheckFailed(Exception):
     """An answer did not pass its check. The message alone is the feedback (Jupyter shows no traceback)."""
@@ -106,8 +111,11 @@ def require_callable(answer, what: str = "a function") -> None:
         raise CheckFailed(f"expected {what}, got {type(answer).__name__} {answer!r:.60}")
 
 
-def call_answer(answer: Callable, case: Case):
-    """Call the learner's function on a case; their exception becomes feedback, not a crash."""
+def call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake] = ()):
+    """Call the learner's function on a case; their exception becomes feedback, not a crash.
+
+    When a known-wrong variant raises the same error on this case, the feedback names that mistake.
+    """
     try:
         return answer(*case.fresh_args())
     except NotImplementedError:
@@ -120,17 +128,24 @@ def call_answer(answer: Callable, case: Case):
     except Exception as error:  # noqa: BLE001 - any learner error is feedback
         raise CheckFailed(
             f"your code raised {type(error).__name__} on the case {case.describe()}:\n"
-            f"  {error}\n{_learner_location(error)}"
+            f"  {error}\n{_learner_location(error)}{_diagnose_error(mistakes, case, error)}"
         ) from None
+
+
+def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> str:
+    """The hint of the first known mistake that fails on this case with the same error, or ''."""
+    for mistake in mistakes:
+        try:
+            mistake.wrong(*case.fresh_args())
+        except Exception as theirs:  # noqa: BLE001
+            if type(theirs) is type(error) and str(theirs) == str(error):
+                return f"\nLikely mistake: {mistake.hint}"
+    return ""
 
 
 def _learner_location(error: Exception) -> str:
     """Where in the learner's code the error happened: the last frame outside torch and this package."""
-    frames = [
-        f
-        for f in traceback.extract_tb(error.__traceback__)
-        if "transformer_course" not in f.filename and "site-packages" not in f.filename
-    ]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(_NOT_LEARNER)]
     if not frames:
         return ""
     f = frames[-1]
@@ -238,7 +253,7 @@ def check_function(
     compare_kwargs = dict(names=names, rtol=rtol, atol=atol)
     for case in cases:
         expected = reference(*case.fresh_args())
-        got = call_answer(answer, case)
+        got = call_answer(answer, case, mistakes)
         problem = compare(expected, got, **compare_kwargs)
         if problem:
             hint = diagnose(mistakes, case, got, compare_kwargs)

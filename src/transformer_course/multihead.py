@@ -1,0 +1,152 @@
+"""Multi-head attention: h scaled dot-product attentions over h slices of d, side by side.
+
+Shapes: batch B, queries n_q, keys n_k, model width d = h * d_h, heads h. The module keeps its four
+projections as ``nn.Linear`` attributes ``W_q, W_k, W_v, W_o`` (each ``d x d``), so a reader can find
+every matrix of the paper by name, and :meth:`MultiHeadAttention.from_pytorch` copies the weights of an
+``nn.MultiheadAttention`` into it (the two then agree number for number).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course import _validate
+from transformer_course.attention import _empty_rows, scaled_dot_product_attention
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(..., n, d) -> (..., h, n, d/h)``: head ``i`` gets features ``i*d/h .. (i+1)*d/h - 1``."""
+    _validate.tensor("x", x, min_dim=2)
+    num_heads = _validate.integer("num_heads", num_heads, minimum=1)
+    *batch, n, d = x.shape
+    if d % num_heads:
+        raise ValueError(f"the last dimension of x (d={d}) must be divisible by num_heads={num_heads}")
+    # Reshape splits d into (h, d/h) per position; the transpose then groups the positions by head.
+    return x.reshape(*batch, n, num_heads, d // num_heads).transpose(-3, -2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``(..., h, n, d_h) -> (..., n, h*d_h)``: the inverse of :func:`split_heads`."""
+    _validate.tensor("x", x, min_dim=3)
+    *batch, h, n, d_h = x.shape
+    return x.transpose(-3, -2).reshape(*batch, n, h * d_h)
+
+
+def _heads_mask(mask: torch.Tensor, batched: bool) -> torch.Tensor:
+    """Give a mask a head axis: ``(B, n_q, n_k)`` -> ``(B, 1, n_q, n_k)``; 2-D and 4-D masks broadcast as is."""
+    if batched and mask.dim() == 3:
+        return mask.unsqueeze(1)
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention of Vaswani et al. (2017) with ``W_q, W_k, W_v, W_o`` as ``nn.Linear``.
+
+    Args:
+        d_model: model width d; queries, keys and values all have this width.
+        num_heads: number of heads h; must divide ``d_model``.
+        bias: whether the four projections have biases (as ``nn.MultiheadAttention``'s ``bias``).
+        dropout: dropout probability on the attention weights, in training mode only.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        d_model = _validate.integer("d_model", d_model, minimum=1)
+        num_heads = _validate.integer("num_heads", num_heads, minimum=1)
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        dropout = _validate.real("dropout", dropout)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
+        self.d_head = d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(B, n_q, d)`` or unbatched ``(n_q, d)``.
+            key: ``(B, n_k, d)`` or ``(n_k, d)``; ``None`` means self-attention (``key = query``).
+            value: like ``key``; ``None`` means ``value = key``.
+            mask: boolean (True = may attend) or additive float mask, broadcastable to
+                ``(B, h, n_q, n_k)``. A 3-D mask is read as ``(B, n_q, n_k)`` (the same for every
+                head), e.g. ``padding_mask(lens, n_k)`` of shape ``(B, 1, n_k)``.
+            need_weights: return the weights (explicit path); with False the fused
+                ``F.scaled_dot_product_attention`` computes the output and the weights are ``None``.
+
+        Returns:
+            ``(output, weights)``: output like ``query``, ``(B, n_q, d)``; weights ``(B, h, n_q, n_k)``
+            (``(h, n_q, n_k)`` unbatched) or ``None``.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            _validate.tensor(name, x, floating=True)
+            if x.dim() not in (2, 3) or x.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (B, n, {self.d_model}) or (n, {self.d_model}), got {tuple(x.shape)}"
+                )
+        if not query.dim() == key.dim() == value.dim():
+            raise ValueError(
+                f"query, key and value must all be batched or all unbatched, got shapes {tuple(query.shape)}, "
+                f"{tuple(key.shape)} and {tuple(value.shape)}"
+            )
+        if key.shape[:-1] != value.shape[:-1]:
+            raise ValueError(
+                f"key and value must have the same (B, n_k), got {tuple(key.shape)} and {tuple(value.shape)}"
+            )
+        if query.dim() == 3 and query.shape[0] != key.shape[0]:
+            raise ValueError(f"query and key must have the same batch size, got {query.shape[0]} and {key.shape[0]}")
+        batched = query.dim() == 3
+        if mask is not None:
+            mask = _heads_mask(mask, batched)
+            scores_shape = (*query.shape[:-2], self.num_heads, query.shape[-2], key.shape[-2])
+            _validate.mask("mask", mask, torch.Size(scores_shape))
+
+        q = split_heads(self.W_q(query), self.num_heads)  # (B, h, n_q, d_h)
+        k = split_heads(self.W_k(key), self.num_heads)  # (B, h, n_k, d_h)
+        v = split_heads(self.W_v(value), self.num_heads)  # (B, h, n_k, d_h)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights or (mask is not None and _empty_rows(mask, -1, q.dim()).any()):
+            # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)
+        else:
+            heads, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+        output = self.W_o(merge_heads(heads))
+        return output, (weights if need_weights else None)
+
+    @classmethod
+    def from_pytorch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A module with the weights of ``mha`` (which must have equal q/k/v widths), computing the same function."""
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim or mha.bias_k is not None:
+            raise ValueError("mha must have kdim = vdim = embed_dim and add_bias_kv=False")
+        bias = mha.in_proj_bias is not None
+        module = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout)
+        module.to(dtype=mha.in_proj_weight.dtype, device=mha.in_proj_weight.device)
+        w_q, w_k, w_v = mha.in_proj_weight.detach().chunk(3)
+        b_q, b_k, b_v = mha.in_proj_bias.detach().chunk(3) if bias else (None, None, None)
+        with torch.no_grad():
+            for linear, w, b in ((module.W_q, w_q, b_q), (module.W_k, w_k, b_k), (module.W_v, w_v, b_v),
+                                 (module.W_o, mha.out_proj.weight, mha.out_proj.bias)):
+                linear.weight.copy_(w)
+                if bias:
+                    linear.bias.copy_(b)
+        return module
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, dropout={self.dropout}"

@@ -83,7 +83,9 @@ class Case:
     def describe(self) -> str:
         parts = []
         for name, value in self.args.items():
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.nn.Module):
+                parts.append(f"{name}={type(value).__name__}")
+            elif isinstance(value, torch.Tensor):
                 dtype = "" if value.dtype in (torch.float32, torch.int64) else f" {value.dtype}"
                 parts.append(f"{name} {tuple(value.shape)}{dtype}")
             else:

@@ -118,3 +118,35 @@ def mask_explorer() -> Explorer:
         "valid_len": W.IntSlider(value=5, min=0, max=16, description="valid length"),
     }
     return Explorer(_draw_mask, controls, title="Masks and the attention weights they leave")
+
+
+# --- lesson 04: what each head attends to ---------------------------------------------------------
+
+EXAMPLE_SENTENCE = ("the", "animal", "didn't", "cross", "the", "street", "because", "it", "was", "tired")
+
+
+def _draw_heads(fig: Figure, num_heads: int, seed: int, d_model: int = 32) -> None:
+    from transformer_course.multihead import MultiHeadAttention  # lesson 04's module
+
+    tokens = EXAMPLE_SENTENCE
+    g = torch.Generator().manual_seed(100)
+    x = 4 * torch.randn(len(tokens), d_model, generator=g)  # stand-in embeddings, fixed across settings
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        _, weights = MultiHeadAttention(d_model, num_heads).eval()(x)  # (h, n, n)
+    for i in range(num_heads):
+        ax = fig.add_subplot(1, num_heads, i + 1)
+        labels = list(tokens) if i == 0 else [""] * len(tokens)
+        viz.heatmap(weights[i], ax, title=f"head {i} (d_k = {d_model // num_heads})", row_labels=labels,
+                    col_labels=list(tokens), colorbar=False, vmax=float(weights.max()),
+                    ylabel="queries" if i == 0 else "")
+
+
+def head_explorer() -> Explorer:
+    """Per-head weights of a randomly initialised multi-head attention over one sentence."""
+    controls = {
+        "num_heads": W.Dropdown(options=[1, 2, 4, 8], value=4, description="heads h"),
+        "seed": W.IntSlider(value=0, min=0, max=9, description="init seed"),
+    }
+    return Explorer(_draw_heads, controls, title="Each head's attention weights (random initial weights, d = 32)",
+                    figsize=(12, 3.6))

@@ -1,0 +1,117 @@
+"""The transformer block and its parts: the position-wise FFN, Add & Norm, the encoder block.
+
+Shapes: batch B, positions n, model width d (``d_model``), hidden width of the FFN ``d_ff`` (often 4d).
+Blocks take ``norm_first``: False is the post-norm block of the 2017 paper, ``x = norm(x + f(x))``;
+True is the pre-norm block of most later models, ``x = x + f(norm(x))``. Each block accepts
+``(B, n, d)`` and unbatched ``(n, d)`` input and returns the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course import _validate
+from transformer_course.multihead import MultiHeadAttention
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
+    if callable(activation):
+        return activation
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
+    return ACTIVATIONS[activation]
+
+
+class PositionWiseFFN(nn.Module):
+    """``W_2 act(W_1 x + b_1) + b_2``, applied to every position separately: ``(..., d) -> (..., d)``."""
+
+    def __init__(self, d_model: int, d_ff: int, activation="relu", dropout: float = 0.0):
+        super().__init__()
+        d_model = _validate.integer("d_model", d_model, minimum=1)
+        d_ff = _validate.integer("d_ff", d_ff, minimum=1)
+        self.W_1 = nn.Linear(d_model, d_ff)
+        self.W_2 = nn.Linear(d_ff, d_model)
+        self.activation = _activation(activation)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W_2(self.dropout(self.activation(self.W_1(x))))
+
+
+class AddNorm(nn.Module):
+    """Residual connection then layer normalisation: ``norm(x + dropout(y))`` for a sub-layer output y."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape != y.shape:
+            raise ValueError(f"the residual x and the sub-layer output y must have one shape, got "
+                             f"{tuple(x.shape)} and {tuple(y.shape)}")
+        return self.norm(x + self.dropout(y))
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention then a position-wise FFN, each wrapped in a residual connection and a LayerNorm.
+
+    Args:
+        d_model, num_heads, d_ff: widths d, heads h, FFN hidden width.
+        dropout: on attention weights and on each sub-layer's output.
+        activation: ``"relu"`` (2017), ``"gelu"`` or a callable.
+        norm_first: False for post-norm (2017), True for pre-norm.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, activation="relu",
+                 norm_first: bool = False, eps: float = 1e-5):
+        super().__init__()
+        self.norm_first = norm_first
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, activation, dropout)
+        self.norm1 = nn.LayerNorm(d_model, eps=eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, return_weights: bool = False):
+        """x: ``(B, n, d)`` or ``(n, d)``; mask: boolean (True = may attend) broadcastable to
+        ``(B, h, n, n)``, e.g. ``padding_mask(lens, n)``. Returns x's shape, and the attention weights
+        ``(B, h, n, n)`` too when ``return_weights``."""
+        if self.norm_first:
+            attended, weights = self.attention(self.norm1(x), mask=mask, need_weights=return_weights)
+            x = x + self.dropout1(attended)
+            x = x + self.dropout2(self.ffn(self.norm2(x)))
+        else:
+            attended, weights = self.attention(x, mask=mask, need_weights=return_weights)
+            x = self.norm1(x + self.dropout1(attended))
+            x = self.norm2(x + self.dropout2(self.ffn(x)))
+        return (x, weights) if return_weights else x
+
+    @classmethod
+    def from_pytorch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
+        """A block with the weights (and settings) of ``layer``, computing the same function."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        attention = layer.self_attn
+        block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
+                    layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
+        block.attention = MultiHeadAttention.from_pytorch(attention)
+        copy_ffn_and_norms(block, layer)
+        return block
+
+
+def copy_ffn_and_norms(block: nn.Module, layer: nn.Module) -> None:
+    """Copy a PyTorch transformer layer's linear1/linear2 into ``block.ffn`` and its norms into ``block``."""
+    with torch.no_grad():
+        block.ffn.W_1.load_state_dict(layer.linear1.state_dict())
+        block.ffn.W_2.load_state_dict(layer.linear2.state_dict())
+        for name in ("norm1", "norm2", "norm3"):
+            if hasattr(layer, name):
+                getattr(block, name).load_state_dict(getattr(layer, name).state_dict())

@@ -4,7 +4,15 @@ Each lesson's exercises live in their own module (``lesson01``, ``lesson02``, ..
 package registers all of them in :data:`REGISTRY`, keyed by exercise id.
 """
 
-from transformer_course.checks import lesson01, lesson02, lesson03, lesson04, lesson05  # noqa: F401  (registers)
+from transformer_course.checks import (  # noqa: F401  (importing a lesson module registers its exercises)
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+)
 from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
 
 __all__ = ["REGISTRY", "CheckFailed", "Exercise", "check"]

@@ -1,0 +1,141 @@
+"""Answers to lesson 07's exercises: known-wrong ones with the hint their check must give, and correct ones
+written differently from the solution, which the check must accept."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course.blocks import PositionWiseFFN as ReferenceFFN
+from transformer_course.multihead import MultiHeadAttention
+
+# --- 07.1 layer_norm(x, gamma, beta, eps) -----------------------------------------------------------
+
+
+def standardise(x, eps, dim=-1, unbiased=False):
+    return (x - x.mean(dim, keepdim=True)) / torch.sqrt(x.var(dim, keepdim=True, unbiased=unbiased) + eps)
+
+
+def layer_norm_two_pass(x, gamma, beta, eps=1e-5):
+    mean = x.sum(-1, keepdim=True) / x.shape[-1]
+    var = ((x - mean) ** 2).sum(-1, keepdim=True) / x.shape[-1]
+    return gamma * (x - mean) * torch.rsqrt(var + eps) + beta
+
+
+WRONG_LN = {
+    "unbiased": (lambda x, g, b, eps=1e-5: standardise(x, eps, unbiased=True) * g + b, "unbiased"),
+    "eps outside": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False)
+                                                                                + eps) * g + b, "outside the square"),
+    "batch axis": (lambda x, g, b, eps=1e-5: standardise(x, eps, dim=0) * g + b, "wrong axis"),
+    "no affine": (lambda x, g, b, eps=1e-5: standardise(x, eps), "not applied"),
+    "swapped affine": (lambda x, g, b, eps=1e-5: standardise(x, eps) * b + g, "swapped"),
+    "no eps": (lambda x, g, b, eps=1e-5: standardise(x, 0.0) * g + b, "eps is ignored"),
+}
+RIGHT_LN = {
+    "two passes with rsqrt": layer_norm_two_pass,
+    "var_mean": lambda x, g, b, eps=1e-5: (lambda v, m: (x - m) / (v + eps).sqrt() * g + b)(
+        *torch.var_mean(x, -1, unbiased=False, keepdim=True)),
+    "F.layer_norm": lambda x, g, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), g, b, eps),
+}
+
+# --- 07.2 PositionWiseFFN(d_model, d_ff) ------------------------------------------------------------
+
+
+class FFN(nn.Module):
+    mistake = None
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.W_1, self.W_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        hidden = self.W_1(x)
+        if self.mistake != "no activation":
+            hidden = F.gelu(hidden) if self.mistake == "gelu" else F.relu(hidden)
+        out = self.W_2(hidden)
+        return x + out if self.mistake == "residual" else out
+
+
+def ffn_with(mistake):
+    return type(f"FFN_{mistake.replace(' ', '_')}", (FFN,), {"mistake": mistake})
+
+
+class FFNActivationLast(FFN):
+    def forward(self, x):
+        return F.relu(self.W_2(self.W_1(x)))
+
+
+class FFNFunctional(FFN):
+    def forward(self, x):
+        return F.linear(torch.clamp_min(F.linear(x, self.W_1.weight, self.W_1.bias), 0), self.W_2.weight, self.W_2.bias)
+
+
+class FFNNamedOtherwise(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+
+WRONG_FFN = {
+    "no activation": (ffn_with("no activation"), "activation is missing"),
+    "activation last": (FFNActivationLast, "after W_2"),
+    "gelu": (ffn_with("gelu"), "GELU"),
+    "residual inside": (ffn_with("residual"), "residual belongs to the block"),
+    "other names": (FFNNamedOtherwise, "missing ['W_1.bias'"),
+}
+RIGHT_FFN = {"modules": FFN, "functional": FFNFunctional, "the package's": ReferenceFFN}
+
+# --- 07.3 EncoderBlock(d_model, num_heads, d_ff), post-norm ---------------------------------------
+
+
+class Block(nn.Module):
+    mistake = None
+
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model, num_heads)
+        self.ffn = ReferenceFFN(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(self, x, mask=None):
+        attended = self.attention(x, mask=None if self.mistake == "no mask" else mask)[0]
+        if self.mistake == "pre-norm":
+            x = x + self.attention(self.norm1(x), mask=mask)[0]
+            return x + self.ffn(self.norm2(x))
+        if self.mistake == "residual after norm":
+            x = self.norm1(attended) + x
+            return self.norm2(self.ffn(x)) + x
+        x = self.norm1(x + attended)
+        return self.norm2(x + self.ffn(x))
+
+
+def block_with(mistake):
+    return type(f"Block_{mistake.replace(' ', '_')}", (Block,), {"mistake": mistake})
+
+
+class BlockWithAddNorm(Block):
+    """Written with the package's AddNorm-style helper steps: a correct alternative."""
+
+    def forward(self, x, mask=None):
+        for sublayer, norm in ((lambda h: self.attention(h, h, h, mask)[0], self.norm1), (self.ffn, self.norm2)):
+            x = norm(x + sublayer(x))
+        return x
+
+
+class BlockReturningWeights(Block):
+    def forward(self, x, mask=None):
+        return super().forward(x, mask), None
+
+
+WRONG_BLOCK = {
+    "pre-norm": (block_with("pre-norm"), "pre-norm"),
+    "residual after norm": (block_with("residual after norm"), "residual is added after the norm"),
+    "no mask": (block_with("no mask"), "mask is not passed"),
+    "tuple returned": (BlockReturningWeights, "expected a torch.Tensor, got tuple"),
+}
+RIGHT_BLOCK = {"straight": Block, "loop over sub-layers": BlockWithAddNorm}
+
+EXERCISES = {
+    "07.1": (WRONG_LN, RIGHT_LN),
+    "07.2": (WRONG_FFN, RIGHT_FFN),
+    "07.3": (WRONG_BLOCK, RIGHT_BLOCK),
+}

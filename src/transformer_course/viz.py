@@ -147,3 +147,34 @@ def weight_bars(
     if title:
         ax.set_title(title)
     return ax
+
+
+def block_diagram(ax: Axes | None = None, *, norm_first: bool = False, title: str | None = None) -> Axes:
+    """Draw an encoder block as boxes and arrows: post-norm (2017) or pre-norm (``norm_first=True``).
+
+    The residual paths are drawn beside the main path, so the one difference between the two designs,
+    where the LayerNorm sits relative to the sum, is visible at a glance.
+    """
+    steps = (["LayerNorm", "Multi-head attention", "+", "LayerNorm", "Feed-forward", "+"] if norm_first
+             else ["Multi-head attention", "+", "LayerNorm", "Feed-forward", "+", "LayerNorm"])
+    ax = _axes(ax, (3, 5))
+    ys = [i + 1.0 for i in range(len(steps))]
+    colours = {"LayerNorm": "#f2d16b", "+": "#ffffff", "Multi-head attention": "#f4a582", "Feed-forward": "#92c5de"}
+    ax.annotate("", xy=(0, ys[0] - 0.3), xytext=(0, 0.0), arrowprops=dict(arrowstyle="->"))
+    ax.text(0, -0.25, "x", ha="center", va="top")
+    for i, (y, label) in enumerate(zip(ys, steps, strict=True)):
+        shape = "circle" if label == "+" else "round,pad=0.3"
+        ax.text(0, y, label, ha="center", va="center", fontsize=9,
+                bbox=dict(boxstyle=shape, fc=colours[label], ec="black"))
+        if i + 1 < len(steps):
+            ax.annotate("", xy=(0, ys[i + 1] - 0.3), xytext=(0, y + 0.3), arrowprops=dict(arrowstyle="->"))
+    # Residual paths: from the input of each sub-layer group, around it on the right, into its "+".
+    plus = [ys[i] for i, label in enumerate(steps) if label == "+"]
+    for start, y_plus in zip([0.55, ys[2] + 0.5], plus, strict=True):
+        ax.plot([0, 1.1, 1.1], [start, start, y_plus], color="#555555", lw=1)
+        ax.annotate("", xy=(0.13, y_plus), xytext=(1.1, y_plus), arrowprops=dict(arrowstyle="->", color="#555555"))
+    ax.annotate("", xy=(0, ys[-1] + 0.8), xytext=(0, ys[-1] + 0.3), arrowprops=dict(arrowstyle="->"))
+    ax.set(xlim=(-1.6, 1.6), ylim=(-0.6, ys[-1] + 1.0))
+    ax.axis("off")
+    ax.set_title(title or ("pre-norm: x + f(norm(x))" if norm_first else "post-norm (2017): norm(x + f(x))"))
+    return ax

@@ -150,3 +150,33 @@ def head_explorer() -> Explorer:
     }
     return Explorer(_draw_heads, controls, title="Each head's attention weights (random initial weights, d = 32)",
                     figsize=(12, 3.6))
+
+
+# --- lesson 06: the sinusoidal encoding ------------------------------------------------------------
+
+
+def _draw_positions(fig: Figure, position: int, dimension: int, base: float, n: int = 64, d: int = 32) -> None:
+    from transformer_course.positional import sinusoidal_encoding  # lesson 06's module
+
+    pe = sinusoidal_encoding(n, d, base)
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    viz.heatmap(pe, left, title=f"PE for n = {n}, d = {d}, base {base:g}", xlabel="dimension",
+                ylabel="position", cmap="RdBu", vmin=-1, vmax=1)
+    left.axhline(position, color="black", lw=1)
+    left.axvline(dimension, color="black", lw=1, ls="--")
+    right.plot(pe[:, dimension].numpy(), color="#2b5d8a")
+    right.scatter([position], [pe[position, dimension].item()], color="black", zorder=3)
+    kind = "sin" if dimension % 2 == 0 else "cos"
+    wavelength = 2 * math.pi * base ** ((dimension - dimension % 2) / d)
+    right.set(title=f"dimension {dimension} ({kind}, wavelength {wavelength:.1f})", xlabel="position", ylabel="PE",
+              ylim=(-1.1, 1.1))
+
+
+def positional_explorer() -> Explorer:
+    """The sinusoidal table with one position and one dimension picked out, and that dimension's wave."""
+    controls = {
+        "position": W.IntSlider(value=10, min=0, max=63, description="position"),
+        "dimension": W.IntSlider(value=6, min=0, max=31, description="dimension"),
+        "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=5, step=0.5, description="base"),
+    }
+    return Explorer(_draw_positions, controls, title="The sinusoidal positional encoding", figsize=(10, 3.4))

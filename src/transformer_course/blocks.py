@@ -107,6 +107,65 @@ class EncoderBlock(nn.Module):
         return block
 
 
+class DecoderBlock(nn.Module):
+    """Masked self-attention, cross-attention to the encoder's output, and an FFN, each with Add & Norm.
+
+    Args as :class:`EncoderBlock`. ``forward(x, memory, self_mask=None, memory_mask=None)``:
+    x ``(B, n_dec, d)`` the target so far, memory ``(B, n_enc, d)`` the encoder output; ``self_mask``
+    (usually ``causal_mask(n_dec)``) broadcastable to ``(B, h, n_dec, n_dec)`` and ``memory_mask``
+    (usually ``padding_mask(src_lens, n_enc)``) to ``(B, h, n_dec, n_enc)``, both True = may attend.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, activation="relu",
+                 norm_first: bool = False, eps: float = 1e-5):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, activation, dropout)
+        self.norm1 = nn.LayerNorm(d_model, eps=eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=eps)
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
+                memory_mask: torch.Tensor | None = None, return_weights: bool = False):
+        """Returns x's shape; with ``return_weights`` also ``(self_weights, cross_weights)`` of shapes
+        ``(B, h, n_dec, n_dec)`` and ``(B, h, n_dec, n_enc)``."""
+        def self_attend(h):
+            return self.self_attention(h, mask=self_mask, need_weights=return_weights)
+
+        def cross_attend(h):  # queries from the decoder, keys and values from the encoder
+            return self.cross_attention(h, memory, memory, mask=memory_mask, need_weights=return_weights)
+
+        if self.norm_first:
+            attended, self_weights = self_attend(self.norm1(x))
+            x = x + self.dropout1(attended)
+            attended, cross_weights = cross_attend(self.norm2(x))
+            x = x + self.dropout2(attended)
+            x = x + self.dropout3(self.ffn(self.norm3(x)))
+        else:
+            attended, self_weights = self_attend(x)
+            x = self.norm1(x + self.dropout1(attended))
+            attended, cross_weights = cross_attend(x)
+            x = self.norm2(x + self.dropout2(attended))
+            x = self.norm3(x + self.dropout3(self.ffn(x)))
+        return (x, (self_weights, cross_weights)) if return_weights else x
+
+    @classmethod
+    def from_pytorch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
+        """A block with the weights (and settings) of ``layer``, computing the same function."""
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
+        attention = layer.self_attn
+        block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
+                    layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
+        block.self_attention = MultiHeadAttention.from_pytorch(layer.self_attn)
+        block.cross_attention = MultiHeadAttention.from_pytorch(layer.multihead_attn)
+        copy_ffn_and_norms(block, layer)
+        return block
+
+
 def copy_ffn_and_norms(block: nn.Module, layer: nn.Module) -> None:
     """Copy a PyTorch transformer layer's linear1/linear2 into ``block.ffn`` and its norms into ``block``."""
     with torch.no_grad():

@@ -64,7 +64,8 @@ def heatmap(
     image = ax.imshow(values.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title)
     if annotate:
-        threshold = (values.max() + values.min()) / 2
+        low, high = image.get_clim()  # the colour scale's range, so the text contrasts with the cell colour
+        threshold = (low + high) / 2
         for (i, j), v in zip(torch.cartesian_prod(*map(torch.arange, values.shape)).tolist(), values.flatten(),
                              strict=True):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,

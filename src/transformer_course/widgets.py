@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import ipywidgets as W
 import torch
-from IPython.display import display
 from matplotlib.figure import Figure
 
 from transformer_course import viz
@@ -46,17 +45,24 @@ class Explorer(W.VBox):
         return fig
 
     def _redraw(self) -> None:
-        self._out.clear_output(wait=True)
-        with self._out:
-            display(self.figure())
+        # Set the Output widget's state rather than display() into it: the picture then travels as widget
+        # state only, and a kernel without a widget frontend (nbval, nbclient) sees no extra cell output.
+        png = _png(self.figure())
+        self._out.outputs = ({"output_type": "display_data", "metadata": {},
+                              "data": {"image/png": png, "text/plain": self.title}},)
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
-        buffer = io.BytesIO()
-        self.figure(**self._defaults).savefig(buffer, format="png", dpi=90)
-        bundle["image/png"] = base64.b64encode(buffer.getvalue()).decode("ascii")
+        bundle["image/png"] = _png(self.figure(**self._defaults))
         bundle["text/plain"] = f"{self.title} (interactive in Jupyter; the picture shows the default settings)"
         return bundle
+
+
+def _png(fig: Figure) -> str:
+    """A figure as base64-encoded PNG, the form notebook outputs store images in."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 # --- lesson 02: how d_k and the temperature shape the softmax ------------------------------------

@@ -115,7 +115,7 @@ WRONG_MHA = {
     "scale by d_model": (mha_with("scale by d_model"), "sqrt(d_model)"),
     "mask without head axis": (mha_with("mask without head axis"), "not broadcast over the heads"),
     "average weights": (mha_with("average weights"), "weights: expected shape (2, 2, 4, 5), got (2, 4, 5)"),
-    "packed projections": (NoLinears, "must keep W_q as nn.Linear(8, 8)"),
+    "packed projections": (NoLinears, "missing ['W_k.bias'"),
     "constructor fails": (lambda d, h: 1 / 0, "MultiHeadAttention(8, 2) raised ZeroDivisionError"),
 }
 RIGHT_MHA = {"with F.scaled_dot_product_attention": MHAWithSDPA, "einsum": MHAEinsum, "reference style": MHA}

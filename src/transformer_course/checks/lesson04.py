@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from transformer_course.checks.core import Case, CheckFailed, Mistake, check_function, exercise, require_callable
+from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.modules import check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention, merge_heads, split_heads
 
@@ -105,14 +106,14 @@ def _mha_mistakes(m: MultiHeadAttention) -> list[Mistake]:
     ]
 
 
-def _mha_cases() -> list[tuple[int, int, Case]]:
+def _mha_cases() -> list[tuple[tuple, torch.dtype, int, Case]]:
     g = torch.Generator().manual_seed(6)
 
     def case(label, d, h, B, n_q, n_k, mask, dtype=torch.float32):
         x = torch.randn(B, n_q, d, generator=g, dtype=dtype)
         memory = torch.randn(B, n_k, d, generator=g, dtype=dtype)
         key, value = (x, x) if n_q == n_k else (memory, memory)
-        return d, h, Case(label, {"query": x, "key": key, "value": value, "mask": mask})
+        return (d, h), dtype, d + h, Case(label, {"query": x, "key": key, "value": value, "mask": mask})
 
     return [
         # B == h: there a mask without a head axis broadcasts silently (wrongly), and can be named.
@@ -125,44 +126,8 @@ def _mha_cases() -> list[tuple[int, int, Case]]:
 
 @exercise("04.3", title="Multi-head attention, forward", points=4)
 def check_multihead_forward(answer) -> int:
-    require_callable(answer, "a class, MultiHeadAttention(d_model, num_heads)")
-    n_cases = 0
-    for d, h, case in _mha_cases():
-        torch.manual_seed(d + h)
-        reference = MultiHeadAttention(d, h).to(case.args["query"].dtype).eval()
-        try:
-            module = answer(d, h)
-        except Exception as error:  # noqa: BLE001 - the learner's constructor
-            raise CheckFailed(f"MultiHeadAttention({d}, {h}) raised {type(error).__name__}: {error}") from None
-        _load_reference_weights(module, reference)
-        n_cases += check_function(
-            module.forward,
-            reference.forward,
-            [case],
-            _mha_mistakes(reference),
-            names=("output", "weights"),
-        )
-    return n_cases
-
-
-def _load_reference_weights(module, reference: MultiHeadAttention) -> None:
-    if not isinstance(module, nn.Module):
-        raise CheckFailed(
-            f"MultiHeadAttention(d_model, num_heads) must build an nn.Module, got {type(module).__name__}"
-        )
-    for name in ("W_q", "W_k", "W_v", "W_o"):
-        linear = getattr(module, name, None)
-        expected = getattr(reference, name)
-        if not isinstance(linear, nn.Linear) or linear.weight.shape != expected.weight.shape:
-            raise CheckFailed(
-                f"the module must keep {name} as nn.Linear({reference.d_model}, {reference.d_model}) with a bias, "
-                f"got {linear!r}"
-            )
-    missing, unexpected = module.load_state_dict(reference.state_dict(), strict=False)
-    if missing or unexpected:
-        raise CheckFailed(f"the module's parameters differ from W_q, W_k, W_v, W_o: missing {missing}, "
-                          f"unexpected {unexpected}")
-    module.to(next(reference.parameters()).dtype).eval()
+    return check_module(answer, MultiHeadAttention, _mha_cases(), _mha_mistakes,
+                        "MultiHeadAttention(d_model, num_heads)", ("output", "weights"))
 
 
 # --- 04.4 ------------------------------------------------------------------------------------------

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from transformer_course.blocks import EncoderBlock, PositionWiseFFN
-from transformer_course.checks.core import (
-    Case,
-    CheckFailed,
-    Mistake,
-    check_function,
-    exercise,
-    require_callable,
-)
+from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.modules import check_module
 from transformer_course.masking import padding_mask
 
 # --- 07.1 layer_norm --------------------------------------------------------------------------------
@@ -76,58 +69,6 @@ def check_layer_norm(answer) -> int:
         atol=1e-5,
         rtol=1e-4,
     )
-
-
-# --- modules written by the learner, checked with the reference's weights ----------------------------
-
-
-def _build(answer, args: tuple, signature: str) -> nn.Module:
-    try:
-        module = answer(*args)
-    except Exception as error:  # noqa: BLE001 - the learner's constructor
-        raise CheckFailed(f"{signature} raised {type(error).__name__}: {error}") from None
-    if not isinstance(module, nn.Module):
-        raise CheckFailed(f"{signature} must build an nn.Module, got {type(module).__name__}")
-    return module
-
-
-def _copy_weights(module: nn.Module, reference: nn.Module) -> None:
-    """Load the reference's parameters into the learner's module (same attribute names and shapes)."""
-    theirs, ours = module.state_dict(), reference.state_dict()
-    wrong = {k: (tuple(ours[k].shape), tuple(theirs[k].shape)) for k in ours if k in theirs
-             and theirs[k].shape != ours[k].shape}
-    missing, unexpected = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
-    if missing or unexpected or wrong:
-        raise CheckFailed(
-            "the module's parameters must be those of the skeleton: "
-            + "; ".join(part for part in [f"missing {missing}" if missing else "",
-                                          f"unexpected {unexpected}" if unexpected else "",
-                                          f"shapes (expected, got) {wrong}" if wrong else ""] if part)
-        )
-    module.load_state_dict(ours)
-    module.to(next(reference.parameters()).dtype).eval()
-
-
-def _randomise(module: nn.Module, seed: int) -> nn.Module:
-    """Random values in every parameter (LayerNorms too), so swapped or skipped parts show."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * (0.5 if p.dim() > 1 else 1.0))
-    return module.eval()
-
-
-def check_module(answer, make_reference, cases, mistakes_for, signature: str, names) -> int:
-    """Build the learner's module for each ``(constructor args, dtype, seed, case)``, copy the reference's
-    weights into it, and compare the forward passes."""
-    require_callable(answer, f"a class, {signature}")
-    n_cases = 0
-    for args, dtype, seed, case in cases:
-        reference = _randomise(make_reference(*args).to(dtype), seed)
-        module = _build(answer, args, f"{signature.split('(')[0]}{args}")
-        _copy_weights(module, reference)
-        n_cases += check_function(module.forward, reference.forward, [case], mistakes_for(reference), names=names)
-    return n_cases
 
 
 # --- 07.2 PositionWiseFFN ----------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""Checks of modules the learner writes: build theirs, copy the reference's weights in, compare forwards.
+
+An exercise that asks for an ``nn.Module`` gives the learner its ``__init__`` (so the parameter names
+are fixed) and asks for ``forward``. :func:`check_module` builds the learner's module and the package's
+reference for each case, fills the reference with random weights (LayerNorms too, so that a skipped or
+swapped norm shows), loads them into the learner's module and compares the two forward passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from transformer_course.checks.core import Case, CheckFailed, Mistake, check_function, require_callable
+
+
+def _build(answer, args: tuple, signature: str) -> nn.Module:
+    try:
+        module = answer(*args)
+    except Exception as error:  # noqa: BLE001 - the learner's constructor
+        raise CheckFailed(f"{signature} raised {type(error).__name__}: {error}") from None
+    if not isinstance(module, nn.Module):
+        raise CheckFailed(f"{signature} must build an nn.Module, got {type(module).__name__}")
+    return module
+
+
+def _copy_weights(module: nn.Module, reference: nn.Module) -> None:
+    """Load the reference's parameters into the learner's module (same attribute names and shapes)."""
+    theirs, ours = module.state_dict(), reference.state_dict()
+    wrong = {k: (tuple(ours[k].shape), tuple(theirs[k].shape)) for k in ours if k in theirs
+             and theirs[k].shape != ours[k].shape}
+    missing, unexpected = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
+    if missing or unexpected or wrong:
+        raise CheckFailed(
+            "the module's parameters must be those of the skeleton: "
+            + "; ".join(part for part in [f"missing {missing}" if missing else "",
+                                          f"unexpected {unexpected}" if unexpected else "",
+                                          f"shapes (expected, got) {wrong}" if wrong else ""] if part)
+        )
+    module.load_state_dict(ours)
+    module.to(next(reference.parameters()).dtype).eval()
+
+
+def _randomise(module: nn.Module, seed: int) -> nn.Module:
+    """Random values in every parameter (LayerNorms too), so swapped or skipped parts show."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * (0.5 if p.dim() > 1 else 1.0))
+    return module.eval()
+
+
+def check_module(
+    answer,
+    make_reference: Callable[..., nn.Module],
+    cases: Sequence[tuple[tuple, torch.dtype, int, Case]],
+    mistakes_for: Callable[[nn.Module], Sequence[Mistake]],
+    signature: str,
+    names: Sequence[str],
+) -> int:
+    """Build the learner's module for each ``(constructor args, dtype, seed, case)``, copy the reference's
+    weights into it, and compare the forward passes."""
+    require_callable(answer, f"a class, {signature}")
+    n_cases = 0
+    for args, dtype, seed, case in cases:
+        reference = _randomise(make_reference(*args).to(dtype), seed)
+        module = _build(answer, args, f"{signature.split('(')[0]}{args}")
+        _copy_weights(module, reference)
+        n_cases += check_function(module.forward, reference.forward, [case], mistakes_for(reference), names=names)
+    return n_cases

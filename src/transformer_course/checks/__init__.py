@@ -12,6 +12,7 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson05,
     lesson06,
     lesson07,
+    lesson08,
 )
 from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
 

@@ -1,0 +1,138 @@
+"""Answers to lesson 08's exercises: known-wrong ones with the hint their check must give, and correct ones
+written differently from the solution, which the check must accept."""
+
+import torch
+from torch import nn
+
+from transformer_course.blocks import EncoderBlock, PositionWiseFFN
+from transformer_course.masking import causal_mask
+from transformer_course.multihead import MultiHeadAttention
+from transformer_course.positional import LearnedPositionalEmbedding
+
+# --- 08.1 DecoderBlock(d_model, num_heads, d_ff).forward(x, memory, self_mask, memory_mask) -------
+
+
+class Decoder(nn.Module):
+    mistake = None
+
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.cross_attention = MultiHeadAttention(d_model, num_heads)
+        self.ffn = PositionWiseFFN(d_model, d_ff)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+
+    def forward(self, x, memory, self_mask=None, memory_mask=None):
+        m = self.mistake
+        x = self.norm1(x + self.self_attention(x, mask=None if m == "no causal mask" else self_mask)[0])
+        kv = x if m == "cross on decoder" else memory
+        q = memory if m == "query from memory" else x
+        x = self.norm2(x + self.cross_attention(q, kv, kv, mask=None if m == "no memory mask" else memory_mask)[0])
+        return self.norm3(x + self.ffn(x))
+
+
+def decoder_with(mistake):
+    return type(f"Decoder_{mistake.replace(' ', '_')}", (Decoder,), {"mistake": mistake})
+
+
+class DecoderLoop(Decoder):
+    """Sub-layers as a list of (function, norm) pairs: correct, written differently."""
+
+    def forward(self, x, memory, self_mask=None, memory_mask=None):
+        steps = [(lambda h: self.self_attention(h, h, h, self_mask)[0], self.norm1),
+                 (lambda h: self.cross_attention(h, memory, mask=memory_mask)[0], self.norm2),
+                 (self.ffn, self.norm3)]
+        for sublayer, norm in steps:
+            x = norm(x + sublayer(x))
+        return x
+
+
+WRONG_DECODER = {
+    "no causal mask": (decoder_with("no causal mask"), "causal mask is missing"),
+    "cross on decoder": (decoder_with("cross on decoder"), "must be the encoder output"),
+    "query from memory": (decoder_with("query from memory"), "queries come from the decoder"),
+    "no memory mask": (decoder_with("no memory mask"), "padding mask is not passed"),
+}
+RIGHT_DECODER = {"straight": Decoder, "loop over sub-layers": DecoderLoop}
+
+# --- 08.2 TinyGPT(vocab_size, d_model, num_heads, num_layers, max_len) -------------------------------
+
+
+class GPT(nn.Module):
+    mistake = None
+
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, max_len):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.positional = LearnedPositionalEmbedding(max_len, d_model)
+        self.blocks = nn.ModuleList(EncoderBlock(d_model, num_heads, 4 * d_model) for _ in range(num_layers))
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens):
+        m = self.mistake
+        x = self.token_embedding(tokens)
+        if m != "positions per block":
+            x = self.positional(x)
+        mask = None if m == "no mask" else causal_mask(tokens.shape[1])
+        if m == "inverted mask":
+            mask = ~mask
+        for block in self.blocks:
+            x = block(self.positional(x) if m == "positions per block" else x, mask)
+        return self.head(x)
+
+
+def gpt_with(mistake):
+    return type(f"GPT_{mistake.replace(' ', '_')}", (GPT,), {"mistake": mistake})
+
+
+class GPTAdditiveMask(GPT):
+    def forward(self, tokens):
+        n = tokens.shape[1]
+        x = self.token_embedding(tokens) + self.positional.embedding(torch.arange(n))
+        mask = torch.full((n, n), float("-inf")).triu(1)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(x)
+
+
+WRONG_GPT = {
+    "positions per block": (gpt_with("positions per block"), "added in every block"),
+    "no mask": (gpt_with("no mask"), "causal mask is missing"),
+    "inverted mask": (gpt_with("inverted mask"), "not causal"),
+    "softmax": (type("GPTSoftmax", (GPT,), {"forward": lambda self, t: GPT.forward(self, t).softmax(-1)}),
+                "softmax was applied"),
+}
+RIGHT_GPT = {"straight": GPT, "additive mask, positions by hand": GPTAdditiveMask}
+
+# --- 08.3 decoder_only_parameter_count(vocab_size, d_model, num_layers, max_len, tie_weights) ------
+
+
+def count_by_parts(v, d, L, n, tied):
+    attention = 4 * d * d + 4 * d
+    ffn = 2 * d * 4 * d + 4 * d + d
+    norms = 2 * 2 * d
+    return v * d + n * d + L * (attention + ffn + norms) + 2 * d + (0 if tied else v * d)
+
+
+def count_with_package(v, d, L, n, tied):
+    from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
+
+    with torch.device("meta"):
+        model = DecoderOnlyLM(DecoderOnlyConfig(v, d, 1, 4 * d, L, n, tie_weights=tied))
+    return sum(p.numel() for p in model.parameters())
+
+
+WRONG_COUNT = {
+    "tied twice": (lambda v, d, L, n, tied: count_by_parts(v, d, L, n, False), "count |V| d once"),
+    "head bias": (lambda v, d, L, n, tied: count_by_parts(v, d, L, n, tied) + v, "no bias"),
+    "no positions": (lambda v, d, L, n, tied: count_by_parts(v, d, L, n, tied) - n * d, "position embeddings"),
+    "12 L d^2 only": (lambda v, d, L, n, tied: count_by_parts(v, d, L, n, tied) - 13 * L * d, "12 d^2 + 13 d"),
+    "no final norm": (lambda v, d, L, n, tied: count_by_parts(v, d, L, n, tied) - 2 * d, "final LayerNorm"),
+}
+RIGHT_COUNT = {"by parts": count_by_parts, "the package's model": count_with_package}
+
+EXERCISES = {
+    "08.1": (WRONG_DECODER, RIGHT_DECODER),
+    "08.2": (WRONG_GPT, RIGHT_GPT),
+    "08.3": (WRONG_COUNT, RIGHT_COUNT),
+}

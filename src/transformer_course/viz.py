@@ -179,3 +179,51 @@ def block_diagram(ax: Axes | None = None, *, norm_first: bool = False, title: st
     ax.axis("off")
     ax.set_title(title or ("pre-norm: x + f(norm(x))" if norm_first else "post-norm (2017): norm(x + f(x))"))
     return ax
+
+
+def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_layers: int = 2) -> Axes:
+    """Draw a model as stacks of blocks: ``"encoder-decoder"``, ``"decoder-only"`` or ``"encoder-only"``.
+
+    Each column runs bottom to top: token ids, embedding + positions, ``num_layers`` blocks, and the head.
+    In the encoder-decoder, an arrow from the top of the encoder enters every decoder block (cross-attention).
+    """
+    kinds = {"encoder-decoder": ["encoder", "decoder"], "decoder-only": ["decoder-only"],
+             "encoder-only": ["encoder"]}
+    if kind not in kinds:
+        raise ValueError(f"kind must be one of {sorted(kinds)}, got {kind!r}")
+    num_layers = _validate.integer("num_layers", num_layers, minimum=1)
+    ax = _axes(ax, (2.6 * len(kinds[kind]) + 1, 4.5))
+    fill = {"encoder": "#92c5de", "decoder": "#f4a582", "decoder-only": "#f4a582"}
+    label = {"encoder": "encoder block\n(self-attn, FFN)",
+             "decoder": "decoder block\n(masked self-attn,\ncross-attn, FFN)",
+             "decoder-only": "block\n(masked self-attn, FFN)"}
+    tops, gap = {}, 1.5
+    for col, stack in enumerate(kinds[kind]):
+        x = col * 2.6
+        bottom = "source ids" if stack == "encoder" and kind == "encoder-decoder" else "token ids"
+        ax.text(x, 0, bottom, ha="center", va="center", fontsize=9)
+        ax.text(x, 1, "embedding + positions", ha="center", va="center", fontsize=8,
+                bbox=dict(boxstyle="round,pad=0.3", fc="#eeeeee", ec="black"))
+        ys = [2.3 + gap * i for i in range(num_layers)]
+        for start, end in [(0.25, 0.75), (1.3, ys[0] - 0.45)] + [(y + 0.45, y + gap - 0.45) for y in ys[:-1]]:
+            ax.annotate("", xy=(x, end), xytext=(x, start), arrowprops=dict(arrowstyle="->"))
+        for i, y in enumerate(ys):
+            ax.text(x, y, f"{label[stack]}  #{i + 1}", ha="center", va="center", fontsize=7.5,
+                    bbox=dict(boxstyle="round,pad=0.35", fc=fill[stack], ec="black"))
+        tops[stack] = ys[-1]
+        if not (stack == "encoder" and kind == "encoder-decoder"):
+            head = ys[-1] + gap
+            ax.annotate("", xy=(x, head - 0.3), xytext=(x, ys[-1] + 0.45), arrowprops=dict(arrowstyle="->"))
+            ax.text(x, head, "linear head -> logits (B, n, |V|)", ha="center", va="center", fontsize=8,
+                    bbox=dict(boxstyle="round,pad=0.3", fc="#f2d16b", ec="black"))
+    if kind == "encoder-decoder":
+        memory_y = tops["encoder"] + 0.8
+        ax.plot([0, 0, 1.3], [tops["encoder"] + 0.45, memory_y, memory_y], color="#555555")
+        for y in [2.3 + gap * i for i in range(num_layers)]:
+            ax.annotate("", xy=(2.6 - 0.95, y), xytext=(1.3, y), arrowprops=dict(arrowstyle="->", color="#555555"))
+        ax.plot([1.3, 1.3], [2.3, memory_y], color="#555555")
+        ax.text(0.1, memory_y + 0.12, "memory", ha="left", va="bottom", fontsize=8, color="#555555")
+    ax.set(xlim=(-1.4, 2.6 * (len(kinds[kind]) - 1) + 1.4), ylim=(-0.5, 2.3 + gap * num_layers + 0.6))
+    ax.axis("off")
+    ax.set_title(kind)
+    return ax

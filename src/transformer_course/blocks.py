@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.multihead import MultiHeadAttention
+from transformer_course.multihead import KVCache, MultiHeadAttention
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -80,16 +80,18 @@ class EncoderBlock(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, return_weights: bool = False):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, return_weights: bool = False,
+                cache: KVCache | None = None):
         """x: ``(B, n, d)`` or ``(n, d)``; mask: boolean (True = may attend) broadcastable to
         ``(B, h, n, n)``, e.g. ``padding_mask(lens, n)``. Returns x's shape, and the attention weights
-        ``(B, h, n, n)`` too when ``return_weights``."""
+        ``(B, h, n, n)`` too when ``return_weights``. With a ``cache`` (generation), x holds only the new
+        positions and attends over the cached ones too."""
         if self.norm_first:
-            attended, weights = self.attention(self.norm1(x), mask=mask, need_weights=return_weights)
+            attended, weights = self.attention(self.norm1(x), mask=mask, need_weights=return_weights, cache=cache)
             x = x + self.dropout1(attended)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            attended, weights = self.attention(x, mask=mask, need_weights=return_weights)
+            attended, weights = self.attention(x, mask=mask, need_weights=return_weights, cache=cache)
             x = self.norm1(x + self.dropout1(attended))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
         return (x, weights) if return_weights else x

@@ -16,6 +16,7 @@ from torch import nn
 from transformer_course import _validate
 from transformer_course.blocks import DecoderBlock, EncoderBlock
 from transformer_course.masking import causal_mask
+from transformer_course.multihead import KVCache
 from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, embedding_scale
 
 
@@ -262,17 +263,29 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
         if c.tie_weights:
             self.head.weight = self.token_embedding.weight
 
-    def forward(self, tokens: torch.Tensor, return_weights: bool = False):
+    def new_cache(self) -> list[KVCache]:
+        """An empty key-value cache, one per block, for :meth:`forward` during generation."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens: torch.Tensor, return_weights: bool = False, cache: list[KVCache] | None = None):
+        """tokens ``(B, n)`` -> logits ``(B, n, |V|)``.
+
+        With a ``cache`` (from :meth:`new_cache`), ``tokens`` are only the new positions: they are
+        placed after the ``n_past`` cached ones, attend over all of them, and are added to the cache.
+        """
         c = self.config
-        check_tokens("tokens", tokens, c.vocab_size, c.max_len)
-        x = self.position_embedding(self.token_embedding(tokens))
-        mask = causal_mask(tokens.shape[1], device=tokens.device)
+        offset = len(cache[0]) if cache else 0
+        check_tokens("tokens", tokens, c.vocab_size, c.max_len)  # the positions check below covers the cache
+        n = tokens.shape[1]
+        x = self.position_embedding(self.token_embedding(tokens), offset=offset)
+        mask = causal_mask(n, offset + n, offset=offset, device=tokens.device)
         weights = []
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
+            layer_cache = cache[i] if cache else None
             if return_weights:
-                x, w = block(x, mask, return_weights=True)
+                x, w = block(x, mask, return_weights=True, cache=layer_cache)
                 weights.append(w)
             else:
-                x = block(x, mask)
+                x = block(x, mask, cache=layer_cache)
         logits = self.head(self.norm(x))
         return (logits, weights) if return_weights else logits

@@ -41,6 +41,41 @@ def _heads_mask(mask: torch.Tensor, batched: bool) -> torch.Tensor:
     return mask
 
 
+class KVCache:
+    """The keys and values one attention layer has computed so far, ``(B, h, n_past, d_h)`` each.
+
+    During generation each new token's key and value are appended, so a step projects only the new
+    token instead of the whole sequence. Storage grows by doubling, so appending costs O(1) on average.
+    """
+
+    def __init__(self):
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``(B, h, n_new, d_h)`` keys and values; return all of them, ``(B, h, n_past + n_new, d_h)``."""
+        end = self.length + k.shape[-2]
+        if self._k is None or end > self._k.shape[-2] or self._k.shape[:-2] != k.shape[:-2]:
+            if self._k is not None and self._k.shape[:-2] != k.shape[:-2]:
+                raise ValueError(f"the cache holds (B, h) = {tuple(self._k.shape[:-2])}, got keys of shape "
+                                 f"{tuple(k.shape)}")
+            capacity = max(64, 2 * end)
+            grown_k = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
+            grown_v = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
+            if self.length:
+                grown_k[..., : self.length, :] = self._k[..., : self.length, :]
+                grown_v[..., : self.length, :] = self._v[..., : self.length, :]
+            self._k, self._v = grown_k, grown_v
+        self._k[..., self.length : end, :] = k
+        self._v[..., self.length : end, :] = v
+        self.length = end
+        return self._k[..., :end, :], self._v[..., :end, :]
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention of Vaswani et al. (2017) with ``W_q, W_k, W_v, W_o`` as ``nn.Linear``.
 
@@ -74,6 +109,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -86,6 +122,8 @@ class MultiHeadAttention(nn.Module):
                 head), e.g. ``padding_mask(lens, n_k)`` of shape ``(B, 1, n_k)``.
             need_weights: return the weights (explicit path); with False the fused
                 ``F.scaled_dot_product_attention`` computes the output and the weights are ``None``.
+            cache: for self-attention during generation: the new positions' keys and values are appended
+                to it and the queries attend over all cached positions (``n_k = n_past + n_new``).
 
         Returns:
             ``(output, weights)``: output like ``query``, ``(B, n_q, d)``; weights ``(B, h, n_q, n_k)``
@@ -111,14 +149,17 @@ class MultiHeadAttention(nn.Module):
         if query.dim() == 3 and query.shape[0] != key.shape[0]:
             raise ValueError(f"query and key must have the same batch size, got {query.shape[0]} and {key.shape[0]}")
         batched = query.dim() == 3
+        n_k = key.shape[-2] + (len(cache) if cache is not None else 0)
         if mask is not None:
             mask = _heads_mask(mask, batched)
-            scores_shape = (*query.shape[:-2], self.num_heads, query.shape[-2], key.shape[-2])
+            scores_shape = (*query.shape[:-2], self.num_heads, query.shape[-2], n_k)
             _validate.mask("mask", mask, torch.Size(scores_shape))
 
         q = split_heads(self.W_q(query), self.num_heads)  # (B, h, n_q, d_h)
         k = split_heads(self.W_k(key), self.num_heads)  # (B, h, n_k, d_h)
         v = split_heads(self.W_v(value), self.num_heads)  # (B, h, n_k, d_h)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h, n_past + n_new, d_h)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or (mask is not None and _empty_rows(mask, -1, q.dim()).any()):
             # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).

@@ -1,0 +1,169 @@
+"""Synthetic, offline data sets for the training lessons, generated deterministically from a seed.
+
+- :class:`CharTokenizer`: characters to ids, with ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2.
+- The **date task** (lesson 09): human-written dates in many formats ("3 March 2021", "Mar 3, 2021",
+  "03/03/21", "Wednesday, March 3rd 2021", ...) to ISO dates ("2021-03-03"). The train, validation
+  and test splits share no calendar date, so a test date was never seen in any format.
+- The **sorting task** (lesson 10): a decoder-only model reads ``"73915="`` and continues ``"13579"``.
+- :func:`pad_batch`: lists of ids to a padded ``(B, n)`` tensor and the valid lengths ``(B,)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from transformer_course import _validate
+
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+
+
+class CharTokenizer:
+    """A character vocabulary. ids 0, 1, 2 are ``<pad>``, ``<bos>``, ``<eos>``; characters follow, sorted."""
+
+    def __init__(self, characters: str | Sequence[str]):
+        chars = sorted(set(characters))
+        self.itos = [PAD, BOS, EOS, *chars]
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str, *, bos: bool = False, eos: bool = False) -> list[int]:
+        unknown = sorted({c for c in text if c not in self.stoi})
+        if unknown:
+            raise ValueError(f"text {text!r} has characters outside the vocabulary: {unknown}")
+        return [self.bos_id] * bos + [self.stoi[c] for c in text] + [self.eos_id] * eos
+
+    def decode(self, ids) -> str:
+        """Characters up to the first ``<eos>``; ``<pad>`` and ``<bos>`` are skipped."""
+        out = []
+        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+            if i == self.eos_id:
+                break
+            if i not in (self.pad_id, self.bos_id):
+                out.append(self.itos[i])
+        return "".join(out)
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``B`` id lists -> ids ``(B, n_max)`` padded with ``pad_id`` on the right, and lengths ``(B,)``."""
+    if not sequences:
+        raise ValueError("sequences must hold at least one sequence, got none")
+    lengths = torch.tensor([len(s) for s in sequences])
+    batch = torch.full((len(sequences), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        batch[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return batch, lengths
+
+
+# --- the date task ---------------------------------------------------------------------------------
+
+FIRST_DATE, LAST_DATE = dt.date(1950, 1, 1), dt.date(2049, 12, 31)  # two-digit years map into this century
+
+
+def _ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+# Each format turns a date into text. Slashes are month first (US style); dots are day first.
+DATE_FORMATS = {
+    "3 March 2021": lambda d: f"{d.day} {d:%B %Y}",
+    "Mar 3, 2021": lambda d: f"{d:%b} {d.day}, {d.year}",
+    "March 3, 2021": lambda d: f"{d:%B} {d.day}, {d.year}",
+    "03/03/21": lambda d: f"{d:%m/%d/%y}",
+    "3/3/2021": lambda d: f"{d.month}/{d.day}/{d.year}",
+    "03.03.2021": lambda d: f"{d:%d.%m.%Y}",
+    "Wednesday, March 3rd 2021": lambda d: f"{d:%A, %B} {_ordinal(d.day)} {d.year}",
+    "Wed 3 Mar 21": lambda d: f"{d:%a} {d.day} {d:%b %y}",
+    "3rd of March, 2021": lambda d: f"{_ordinal(d.day)} of {d:%B}, {d.year}",
+    "march 3 2021": lambda d: f"{d:%B}".lower() + f" {d.day} {d.year}",
+    "2021, March 3": lambda d: f"{d.year}, {d:%B} {d.day}",
+    "3 MAR 2021": lambda d: f"{d.day} {d:%b}".upper() + f" {d.year}",
+}
+
+
+@dataclass(frozen=True)
+class DateSplits:
+    """Disjoint calendar dates for training, validation and testing."""
+
+    train: tuple[dt.date, ...]
+    valid: tuple[dt.date, ...]
+    test: tuple[dt.date, ...]
+
+
+def date_splits(seed: int = 0, valid_fraction: float = 0.05, test_fraction: float = 0.05) -> DateSplits:
+    """Shuffle every date from 1950 to 2049 and cut the list into three disjoint splits."""
+    days = [FIRST_DATE + dt.timedelta(days=i) for i in range((LAST_DATE - FIRST_DATE).days + 1)]
+    random.Random(seed).shuffle(days)
+    n_valid, n_test = int(len(days) * valid_fraction), int(len(days) * test_fraction)
+    return DateSplits(tuple(days[n_valid + n_test :]), tuple(days[:n_valid]), tuple(days[n_valid : n_valid + n_test]))
+
+
+def date_examples(dates: Sequence[dt.date], n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` pairs (human-written date, ISO date), each a random date of ``dates`` in a random format."""
+    n = _validate.integer("n", n, minimum=1)
+    rng = random.Random(seed)
+    formats = list(DATE_FORMATS.values())
+    pairs = []
+    for _ in range(n):
+        date = rng.choice(dates)
+        pairs.append((rng.choice(formats)(date), date.isoformat()))
+    return pairs
+
+
+def date_tokenizers() -> tuple[CharTokenizer, CharTokenizer]:
+    """Source tokenizer (every character any format uses) and target tokenizer (digits and '-')."""
+    sample = [DATE_FORMATS[f](dt.date(2021, m, 20 + m)) for f in DATE_FORMATS for m in range(1, 13)]
+    weekdays = [f"{dt.date(2021, 3, d):%A %a}" for d in range(1, 8)]
+    source = CharTokenizer("".join(sample + weekdays) + "0123456789" + "abcdefghijklmnopqrstuvwxyz".upper())
+    return source, CharTokenizer("0123456789-")
+
+
+def encode_pairs(pairs: Sequence[tuple[str, str]], source: CharTokenizer, target: CharTokenizer):
+    """Pairs of strings -> (src ``(B, n_enc)``, decoder input ``(B, n_dec)``, decoder target ``(B, n_dec)``).
+
+    Teacher forcing: the decoder reads ``<bos> y_1 .. y_m`` and must predict ``y_1 .. y_m <eos>``, the
+    same sequence shifted left by one. Padding is ``<pad>`` = 0 everywhere.
+    """
+    src, _ = pad_batch([source.encode(x) for x, _ in pairs], source.pad_id)
+    tgt, _ = pad_batch([target.encode(y, bos=True, eos=True) for _, y in pairs], target.pad_id)
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+# --- the sorting task --------------------------------------------------------------------------------
+
+SORT_CHARS = "0123456789="
+
+
+def sort_examples(n: int, seed: int = 0, min_len: int = 2, max_len: int = 8) -> list[tuple[str, str]]:
+    """``n`` pairs (prompt, answer): ``"73915="`` and ``"13579"``, digit strings of min_len..max_len."""
+    n = _validate.integer("n", n, minimum=1)
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(min_len, max_len)))
+        pairs.append((digits + "=", "".join(sorted(digits))))
+    return pairs
+
+
+def encode_lm(pairs: Sequence[tuple[str, str]], tokenizer: CharTokenizer):
+    """Prompt/answer pairs -> (inputs ``(B, n)``, targets ``(B, n)``) for next-token training.
+
+    The sequence is ``<bos> prompt answer <eos>``; the targets are the inputs shifted left by one, with
+    the prompt's positions set to ``<pad>`` so that the loss (which ignores padding) scores the answer only.
+    """
+    rows, targets = [], []
+    for prompt, answer in pairs:
+        ids = tokenizer.encode(prompt + answer, bos=True, eos=True)
+        target = ids[1:]
+        target[: len(prompt)] = [tokenizer.pad_id] * len(prompt)  # predicting the prompt is not the task
+        rows.append(ids[:-1])
+        targets.append(target)
+    return pad_batch(rows, tokenizer.pad_id)[0], pad_batch(targets, tokenizer.pad_id)[0]

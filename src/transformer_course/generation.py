@@ -1,0 +1,97 @@
+"""Turning a trained model's logits into text: greedy decoding, temperature and top-k sampling, KV caching.
+
+Shapes: batch B, prompt length n, vocabulary |V|. ``logits`` are the model's unnormalised scores
+``(B, |V|)`` for the next token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_course import _validate
+from transformer_course.models import DecoderOnlyLM, Seq2SeqTransformer
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row of ``logits`` ``(B, |V|)``; returns ids ``(B,)``.
+
+    ``temperature`` divides the logits before the softmax (below 1 sharpens, above 1 flattens; 0 means
+    greedy argmax); ``top_k`` keeps the k largest logits and renormalises over them.
+    """
+    _validate.tensor("logits", logits, min_dim=2, floating=True)
+    temperature = _validate.real("temperature", temperature)
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return logits.argmax(-1)
+    if top_k is not None:
+        top_k = _validate.integer("top_k", top_k, minimum=1)
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
+             top_k: int | None = None, use_cache: bool = True, eos_id: int | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Continue ``prompt`` ``(B, n)`` by ``max_new_tokens`` tokens; returns ``(B, n + max_new_tokens)``.
+
+    Without the cache every step runs the model over the whole sequence so far (O(n^2) work per token
+    in attention, O(n) in the rest); with it, a step feeds only the newest token, whose keys and values
+    are appended to each layer's :class:`~transformer_course.multihead.KVCache`. Both give the same
+    tokens. Rows that produced ``eos_id`` keep producing it.
+    """
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+    max_new_tokens = _validate.integer("max_new_tokens", max_new_tokens, minimum=0)
+    total = prompt.shape[-1] + max_new_tokens
+    if total > model.config.max_len:
+        raise ValueError(f"prompt ({prompt.shape[-1]}) + max_new_tokens ({max_new_tokens}) = {total} exceeds "
+                         f"the model's max_len={model.config.max_len}")
+    was_training = model.training
+    model.eval()
+    tokens, cache = prompt, (model.new_cache() if use_cache else None)
+    step_input = prompt
+    finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    for _ in range(max_new_tokens):
+        logits = model(step_input if use_cache else tokens, cache=cache)[:, -1]
+        next_token = sample_next(logits, temperature, top_k, generator)
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, eos_id)
+            finished |= next_token == eos_id
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        step_input = next_token[:, None]
+    model.train(was_training)
+    return tokens
+
+
+@torch.no_grad()
+def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_id: int, max_len: int,
+                  return_weights: bool = False):
+    """Translate ``src`` ``(B, n_enc)`` by taking the most likely token at each step until ``<eos>``.
+
+    Returns the generated ids ``(B, m)`` without the leading ``<bos>`` (rows that finished early are
+    padded with ``eos_id``), and with ``return_weights`` the weights of the final step's full pass.
+    """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
+    max_len = _validate.integer("max_len", max_len, minimum=1)
+    was_training = model.training
+    model.eval()
+    memory, src_mask = model.encode(src), model.source_mask(src)
+    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        next_token = model.decode(out, memory, src_mask)[:, -1].argmax(-1)
+        next_token = next_token.masked_fill(finished, eos_id)
+        out = torch.cat([out, next_token[:, None]], dim=1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    model.train(was_training)
+    if return_weights:
+        return out[:, 1:], model(src, out[:, :-1], return_weights=True)[1]
+    return out[:, 1:]

@@ -1,0 +1,98 @@
+"""KV-cached generation equals generation without the cache; sampling; greedy decoding; errors."""
+
+import pytest
+import torch
+
+from transformer_course.generation import generate, greedy_decode, sample_next
+from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM, Seq2SeqConfig, Seq2SeqTransformer
+from transformer_course.multihead import KVCache
+
+
+def lm(**overrides):
+    torch.manual_seed(0)
+    config = DecoderOnlyConfig(vocab_size=17, d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=128)
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return DecoderOnlyLM(config).eval()
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_logits_equal_full_forward(norm_first):
+    model = lm(norm_first=norm_first)
+    tokens = torch.randint(17, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(tokens)
+        cache = model.new_cache()
+        steps = [model(tokens[:, :5], cache=cache)] + [model(tokens[:, t : t + 1], cache=cache) for t in range(5, 20)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert len(cache[0]) == 20
+
+
+def test_generation_with_and_without_cache_gives_the_same_tokens():
+    model = lm()
+    prompt = torch.randint(17, (3, 4), generator=torch.Generator().manual_seed(2))
+    with_cache = generate(model, prompt, 40)
+    assert torch.equal(with_cache, generate(model, prompt, 40, use_cache=False))
+    assert with_cache.shape == (3, 44) and torch.equal(with_cache[:, :4], prompt)
+    sampled = [generate(model, prompt, 10, temperature=1.0, top_k=5, use_cache=c,
+                        generator=torch.Generator().manual_seed(3)) for c in (True, False)]
+    assert torch.equal(*sampled)
+
+
+def test_kv_cache_grows_and_rejects_other_batch_shapes():
+    cache = KVCache()
+    for n in (3, 70, 1):  # past the initial capacity of 64
+        k = torch.randn(2, 4, n, 8)
+        keys, values = cache.append(k, -k)
+    assert len(cache) == 74 and keys.shape == (2, 4, 74, 8) and torch.equal(values, -keys)
+    with pytest.raises(ValueError, match=r"the cache holds \(B, h\) = \(2, 4\)"):
+        cache.append(torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8))
+
+
+def test_sample_next_temperature_and_top_k():
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]]).expand(4000, 4)
+    g = torch.Generator().manual_seed(4)
+    assert torch.equal(sample_next(logits, temperature=0.0), torch.zeros(4000, dtype=torch.long))
+    top2 = sample_next(logits, top_k=2, generator=g)
+    assert set(top2.tolist()) == {0, 1}
+    share = (top2 == 0).float().mean().item()
+    assert abs(share - torch.softmax(torch.tensor([2.0, 1.0]), 0)[0].item()) < 0.03
+    cold = (sample_next(logits, temperature=0.25, generator=g) == 0).float().mean().item()
+    hot = (sample_next(logits, temperature=4.0, generator=g) == 0).float().mean().item()
+    assert cold > 0.95 and hot < 0.4
+
+
+def test_greedy_decode_stops_at_eos():
+    torch.manual_seed(5)
+    model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=9, tgt_vocab_size=7, d_model=16, num_heads=2, d_ff=32,
+                                             max_len=20)).eval()
+    with torch.no_grad():
+        model.head.bias.fill_(-10.0)
+        model.head.bias[2] = 10.0  # always predict <eos> (id 2)
+    out, weights = greedy_decode(model, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=10,
+                                 return_weights=True)
+    assert out.tolist() == [[2], [2]] and weights["cross"][0].shape == (2, 2, 1, 5)
+
+
+def filled_cache(model, n):
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.zeros(1, n, dtype=torch.long), cache=cache)
+    return cache
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda m: generate(m, torch.zeros(1, 100, dtype=torch.long), 40), ValueError,
+         "140 exceeds the model's max_len=128"),
+        (lambda m: generate(torch.nn.Linear(2, 2), torch.zeros(1, 1), 1), TypeError, "model must be a DecoderOnlyLM"),
+        (lambda m: sample_next(torch.zeros(2, 5), temperature=-1.0), ValueError, "temperature must be >= 0"),
+        (lambda m: sample_next(torch.zeros(2, 5), top_k=0), ValueError, "top_k must be >= 1, got 0"),
+        (lambda m: m(torch.zeros(1, 2, dtype=torch.long), cache=filled_cache(m, 127)), ValueError,
+         r"positions 127..128 exceed max_len=128"),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call(lm())

@@ -1,8 +1,10 @@
-"""The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers."""
+"""The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers, ``grade`` and
+``merge-grades`` for instructors."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -55,6 +57,68 @@ def cmd_execute(args) -> int:
     return 1 if failed else 0
 
 
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_grade(args) -> int:
+    from transformer_course.grading.grader import GradingError, Limits, grade, parse_shard
+    from transformer_course.grading.report import summary, write_csv, write_html
+
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        return _fail(f"--out {out}: expected a file in an existing folder")
+    done = [0]
+
+    def progress(student, notebook, rows, seconds):
+        done[0] += 1
+        points = sum(r.points for r in rows)
+        statuses = ", ".join(sorted({r.status for r in rows}))
+        print(f"graded {student} / {notebook}: {points}/{sum(r.max_points for r in rows)} points ({statuses}) "
+              f"in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    start = time.perf_counter()
+    try:
+        shard = parse_shard(args.shard) if args.shard is not None else None
+        limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit)
+        book = grade(args.submissions, release=args.release, limits=limits, jobs=args.jobs, shard=shard,
+                     students=args.student or (), progress=None if args.quiet else progress)
+    except GradingError as error:
+        return _fail(str(error))
+    write_csv(book.rows, out)
+    if args.html:
+        write_html(book.rows, args.html)
+    print(summary(book.rows))
+    extra = f" and feedback pages in {args.html}" if args.html else ""
+    print(f"\nWrote {out}{extra}: {len(book.rows)} rows, {len(book.students)} student(s), "
+          f"{time.perf_counter() - start:.1f} s.")
+    for note in book.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_merge_grades(args) -> int:
+    from transformer_course.grading.report import BadGradebook, merge, read_csv, summary, to_csv, write_html
+
+    try:
+        books = [(name, read_csv(name)) for name in args.gradebooks]
+    except BadGradebook as error:
+        return _fail(str(error))
+    rows, notes = merge(books)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    text = to_csv(rows)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8", newline="")
+    else:
+        sys.stdout.write(text)
+    if args.html:
+        write_html(rows, args.html)
+    print(summary(rows), file=sys.stdout if args.out else sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -69,6 +133,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+", help="notebooks or folders of notebooks")
     p.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default: 600)")
     p.set_defaults(func=cmd_execute)
+
+    p = sub.add_parser(
+        "grade",
+        help="grade learners' notebooks: re-execute them with nbval, write a CSV gradebook",
+        description="Grade every student's notebooks in SUBMISSIONS (one folder per student, or files named "
+        "STUDENT__NN_topic.ipynb) against the released exercise notebooks: check cells restored, each "
+        "notebook re-executed with nbval in a fresh kernel. Exit status 0 whenever grading ran.",
+    )
+    p.add_argument("submissions", help="folder of submissions")
+    p.add_argument("--out", required=True, help="the CSV gradebook to write")
+    p.add_argument("--release", default="exercises", help="folder of released exercise notebooks (default: exercises)")
+    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="notebooks graded in parallel (default: the number of CPUs, at most 8)")
+    p.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell (default: 60)")
+    p.add_argument("--notebook-timeout", type=float, default=600,
+                   help="seconds allowed per notebook, kernel start included (default: 600)")
+    p.add_argument("--memory-limit", type=int, default=4096,
+                   help="MiB of address space per kernel; 0 for no limit (default: 4096)")
+    p.add_argument("--shard", metavar="K/N", help="grade only shard K of N (1 <= K <= N) of the sorted students")
+    p.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeatable)")
+    p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("merge-grades", help="join gradebooks (shards, or a gradebook and a regrade) into one",
+                       description="Join CSV gradebooks written by `grade`. A student's rows come from the last "
+                       "file that has that student, so `merge-grades grades.csv regrade.csv` applies a regrade.")
+    p.add_argument("gradebooks", nargs="+", help="CSV files written by `transformer-course grade`")
+    p.add_argument("--out", help="write the merged gradebook here (default: standard output)")
+    p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")
+    p.set_defaults(func=cmd_merge_grades)
 
     args = parser.parse_args(argv)
     return args.func(args)

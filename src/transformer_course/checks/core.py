@@ -113,11 +113,30 @@ def require_callable(answer, what: str = "a function") -> None:
         raise CheckFailed(f"expected {what}, got {type(answer).__name__} {answer!r:.60}")
 
 
+#: ``None``, except inside a kernel run by ``transformer-course grade``: there the grader's check
+#: (``transformer_course.grading.kernel``) sets it to a function called after every call of the
+#: learner's answer as ``CALL_RECORDER(result, failure)`` (``failure``: the CheckFailed message, else
+#: ``None``), so that the grader can re-check the recorded results outside the learner's kernel.
+CALL_RECORDER: Callable | None = None
+
+
 def call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake] = ()):
     """Call the learner's function on a case; their exception becomes feedback, not a crash.
 
     When a known-wrong variant raises the same error on this case, the feedback names that mistake.
     """
+    try:
+        result = _call_answer(answer, case, mistakes)
+    except CheckFailed as failure:
+        if CALL_RECORDER is not None:
+            CALL_RECORDER(None, str(failure))
+        raise
+    if CALL_RECORDER is not None:
+        CALL_RECORDER(result, None)
+    return result
+
+
+def _call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake]):
     try:
         return answer(*case.fresh_args())
     except NotImplementedError:

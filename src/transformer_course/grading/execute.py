@@ -1,0 +1,183 @@
+"""Running one prepared notebook: pytest + nbval in a subprocess, with time and memory limits.
+
+Each notebook runs in its own temporary folder (the kernel's working directory holds only the
+notebook), its own pytest process (a new session, so the whole process group can be killed) and its
+own fresh kernel, started with this very interpreter (``--nbval-current-env``). The environment is
+pinned for determinism (one thread, ``PYTHONHASHSEED=0``, a private empty IPython profile so no
+startup file runs). After the run, every process that still carries the run's token is killed, the
+kernel and anything it started included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from transformer_course.grading import plugin
+from transformer_course.grading.kernel import RECORDS_ENV
+from transformer_course.grading.plugin import SPEC_ENV
+from transformer_course.grading.replay import confirm
+
+RUN_ENV = "TRANSFORMER_COURSE_GRADE_RUN"
+# pytest with the grading plugin loaded from its file, so the pytest process does not import the course
+# package (and torch): python -c BOOT PLUGIN_FILE PYTEST_ARGS...
+BOOT = (
+    "import importlib.util, sys\n"
+    "spec = importlib.util.spec_from_file_location('transformer_course_grading_plugin', sys.argv[1])\n"
+    "plugin = importlib.util.module_from_spec(spec)\n"
+    "sys.modules[spec.name] = plugin\n"
+    "spec.loader.exec_module(plugin)\n"
+    "import pytest\n"
+    "sys.exit(pytest.main(sys.argv[2:], plugins=[plugin]))\n"
+)
+# Replays run in this process, one at a time: some checkers seed torch's global generator.
+_REPLAY_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Limits:
+    cell_timeout: float = 60.0  # seconds per cell (nbval's --nbval-cell-timeout)
+    notebook_timeout: float = 600.0  # seconds for the whole notebook, kernel start included
+    memory_limit_mb: int = 4096  # address space of the kernel (RLIMIT_AS); 0: no limit
+
+
+@dataclass
+class RunResult:
+    cells: dict[str, dict] = field(default_factory=dict)  # cell id -> what the plugin recorded
+    running: str | None = None  # the cell that was running when the run ended
+    kernel_end: dict | None = None
+    setup_error: str | None = None
+    finished: bool = False
+    killed: bool = False  # the notebook time limit ran out
+    exit_code: int | None = None
+    log_tail: str = ""
+
+
+def _environment(root: Path, token: str, spec: Path, records: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
+           and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
+    for sub in ("ipython", "jupyter", "runtime", "mpl"):
+        (root / sub).mkdir()
+    env.update(
+        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
+        PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", JUPYTER_PLATFORM_DIRS="1",
+        IPYTHONDIR=str(root / "ipython"), JUPYTER_CONFIG_DIR=str(root / "jupyter"),
+        JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"), MPLBACKEND="agg",
+        **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
+    )
+    return env
+
+
+def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits) -> RunResult:
+    """Execute ``nb`` (saved as ``name``) with pytest + nbval; what happened to each cell, by id."""
+    token = uuid.uuid4().hex
+    with tempfile.TemporaryDirectory(prefix="transformer-course-grade-") as tmp:
+        root = Path(tmp)
+        work, records = root / "notebook", root / "records"
+        work.mkdir()
+        records.mkdir()
+        nbformat.write(nb, work / name)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        spec, result_file = root / "spec.json", root / "result.json"
+        spec.write_text(json.dumps({"checks": checks, "records": str(records), "result": str(result_file),
+                                    "memory_limit_mb": limits.memory_limit_mb}))
+        command = [
+            sys.executable, "-c", BOOT, plugin.__file__, "-c", str(root / "pytest.ini"), "--rootdir", str(work),
+            "-p", "nbval.plugin", "-p", "no:cacheprovider",
+            "-q", "--color=no", "--nbval-lax", "--nbval-current-env",
+            "--nbval-cell-timeout", f"{limits.cell_timeout:g}", name,
+        ]
+        result = RunResult()
+        log_path = root / "pytest.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(command, cwd=work, env=_environment(root, token, spec, records),
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            try:
+                result.exit_code = process.wait(timeout=limits.notebook_timeout)
+            except subprocess.TimeoutExpired:
+                result.killed = True
+                _kill_group(process.pid)
+                process.wait()
+        try:
+            data = json.loads(result_file.read_text())
+        except (OSError, ValueError):
+            data = {}
+        _kill_leftovers(token, data.get("kernel_pid"))
+        if isinstance(data, dict):
+            result.cells = data.get("cells") or {}
+            result.running = data.get("running")
+            result.kernel_end = data.get("kernel_end")
+            result.setup_error = data.get("setup_error")
+            result.finished = bool(data.get("finished"))
+        for cell_id, exercise in checks.items():
+            cell = result.cells.get(cell_id)
+            if isinstance(cell, dict) and cell.get("state") == "ok":
+                with _REPLAY_LOCK:
+                    found = confirm(exercise, records / f"{exercise}.pt")
+                cell["confirm"] = {"verdict": found.verdict, "message": found.message, "cases": found.cases}
+        with open(log_path, "rb") as log:
+            log.seek(max(0, log_path.stat().st_size - 4000))
+            result.log_tail = log.read().decode("utf-8", "replace")
+        return _scrub(result, root)
+
+
+def _scrub(result: RunResult, root: Path) -> RunResult:
+    """Messages without this run's temporary paths."""
+
+    def clean(text):
+        return text.replace(str(root), "<grading folder>") if isinstance(text, str) else text
+
+    for cell in result.cells.values():
+        for key in ("evalue", "ename"):
+            if key in cell:
+                cell[key] = clean(cell[key])
+        if "confirm" in cell:
+            cell["confirm"]["message"] = clean(cell["confirm"].get("message", ""))
+    result.setup_error = clean(result.setup_error)
+    return result
+
+
+# --- processes -----------------------------------------------------------------------------------------
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _carries(pid: int, token: str) -> bool:
+    try:
+        return f"{RUN_ENV}={token}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _kill_leftovers(token: str, kernel_pid) -> None:
+    """Kill the kernel's process group and, on Linux, every process that still carries ``token``."""
+    proc = Path("/proc")
+    if isinstance(kernel_pid, int) and kernel_pid > 1:
+        if not proc.is_dir() or _carries(kernel_pid, token):
+            _kill_group(kernel_pid)  # jupyter_client starts the kernel in a session of its own
+    if not proc.is_dir():
+        return
+    for entry in proc.iterdir():
+        if re.fullmatch(r"\d+", entry.name) and int(entry.name) != os.getpid() and _carries(int(entry.name), token):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

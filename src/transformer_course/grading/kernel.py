@@ -1,0 +1,91 @@
+"""Runs inside the learner's kernel during grading: the ``check`` that the restored check cells call.
+
+The grader executes each released check cell as::
+
+    from transformer_course.grading.kernel import check  # the grader's check, recording its results
+    check("01.1", token_logits)
+
+It runs the ordinary :func:`transformer_course.checks.core.check` (same cases, same messages) while
+:data:`core.CALL_RECORDER` keeps a plain copy of everything the learner's function returned. When the
+check passes, the copies are saved (``torch.save``) to ``$TRANSFORMER_COURSE_GRADE_RECORDS/<id>.pt``;
+the grader re-runs the exercise's checker on them outside this kernel (:mod:`.replay`). Code in this
+process can be altered by the learner, so nothing here decides a grade: a missing, altered or forged
+record can only make a pass fail its confirmation, never make a wrong answer pass.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+from pathlib import Path
+
+RECORDS_ENV = "TRANSFORMER_COURSE_GRADE_RECORDS"
+OPAQUE = "__opaque__"
+SEED = 2017  # torch's global generator during a graded check, in the kernel and in the replay
+_MAX_DEPTH = 4
+
+
+def plain(value, depth: int = 0):
+    """A copy of ``value`` made of plain data only (exact tensors, tuples, lists, numbers, strings).
+
+    Anything else (a tensor subclass, an object claiming equality, a dict, ...) becomes a marker with
+    its type name and a short repr, which fails any comparison on replay just as the object itself
+    fails the check's type validation.
+    """
+    import torch
+
+    try:
+        if type(value) in (torch.Tensor, torch.nn.Parameter):
+            return torch.Tensor.detach(value).to("cpu").clone()
+        if type(value) in (tuple, list) and depth < _MAX_DEPTH:
+            return type(value)(plain(v, depth + 1) for v in value)
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)  # what compare_number uses (numpy integers, ...)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return float(value)
+    except Exception:  # noqa: BLE001 - a value that cannot be copied is recorded as opaque
+        pass
+    return {OPAQUE: type(value).__name__, "repr": _short_repr(value)}
+
+
+def _short_repr(value) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return re.sub(r"0x[0-9a-fA-F]+", "0xADDRESS", text)[:60]
+
+
+def check(exercise_id: str, answer) -> None:
+    """:func:`transformer_course.checks.check`, recording the learner's results for the grader.
+
+    torch's global generator is seeded with :data:`SEED` for the check (and restored after it), so a
+    checker that draws cases from it draws the same ones here and in the replay; the generator's state
+    after each call of the learner's function is recorded too, so the replay can reproduce what the
+    learner's code drew from it.
+    """
+    __tracebackhide__ = True
+    import torch
+
+    from transformer_course.checks import core
+
+    calls: list[tuple] = []
+
+    def record(result, failure):
+        outcome = ("raised", failure) if failure is not None else ("value", plain(result))
+        calls.append((*outcome, torch.get_rng_state()))
+
+    previous, core.CALL_RECORDER = core.CALL_RECORDER, record
+    state = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    try:
+        core.check(exercise_id, answer)
+    finally:
+        core.CALL_RECORDER = previous
+        torch.set_rng_state(state)
+    folder = os.environ.get(RECORDS_ENV)
+    if folder:
+        torch.save({"exercise": exercise_id, "calls": calls}, Path(folder) / f"{exercise_id}.pt")

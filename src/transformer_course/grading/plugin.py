@@ -1,0 +1,206 @@
+"""The pytest plugin of a grading run (pytest + nbval, one subprocess per submitted notebook).
+
+nbval executes the prepared notebook cell by cell in a fresh kernel; this plugin records, for every
+cell (by cell id), what the kernel's *execute reply* said (``ok``, or ``error`` with the exception's
+name and value), whether the cell timed out, and whether the kernel died. It rewrites a small JSON
+file after every cell, so a run that is killed half-way still tells the grader what happened up to
+that point. It also makes nbval notice a dead kernel within a second (nbval alone waits for the whole
+cell timeout) and caps the address space of this process and of the kernel it starts (``RLIMIT_AS``).
+
+The grader loads this file by path (``pytest.main(args, plugins=[module])``), not as
+``transformer_course.grading.plugin``: importing the package would import torch, which this process
+does not need. So it imports nothing from the course package. ``pytest -p
+transformer_course.grading.plugin`` works too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+from queue import Empty
+
+import pytest
+
+SPEC_ENV = "TRANSFORMER_COURSE_GRADE_SPEC"
+
+
+class KernelDied(RuntimeError):
+    """The kernel process ended while a cell was running."""
+
+
+class _Run:
+    def __init__(self, spec: dict):
+        self.checks: dict[str, str] = spec["checks"]  # cell id -> exercise id
+        self.records = Path(spec["records"])
+        self.result = Path(spec["result"])
+        self.cells: dict[str, dict] = {}
+        self.current: dict | None = None
+        self.kernel_pid: int | None = None
+        self.kernel_end: dict | None = None  # {"cell": id, "cause": "timeout" | "died" | "stopped"}
+        self.setup_error: str | None = None
+        self.kernel = None  # nbval's RunningKernel
+
+    def write(self, finished: bool = False) -> None:
+        data = {
+            "kernel_pid": self.kernel_pid,
+            "running": self.current["id"] if self.current else None,
+            "cells": self.cells,
+            "kernel_end": self.kernel_end,
+            "setup_error": self.setup_error,
+            "finished": finished,
+        }
+        tmp = self.result.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.result)
+
+
+RUN: _Run | None = None
+
+
+# --- nbval, made to report execute replies and dead kernels ----------------------------------------
+
+
+def _patch_nbval() -> None:
+    from nbval import kernel as nbk
+    from nbval import plugin as nbp
+
+    execute_cell_input = nbk.RunningKernel.execute_cell_input
+
+    def execute_and_remember(self, cell_input, allow_stdin=None):
+        msg_id = execute_cell_input(self, cell_input, allow_stdin=allow_stdin)
+        if RUN is not None and RUN.current is not None:
+            RUN.current["msg_id"] = msg_id
+        return msg_id
+
+    def await_reply(self, msg_id, timeout=None):
+        """nbval's await_reply, polling every second for a dead kernel and keeping the reply."""
+        current = RUN.current if RUN is not None and RUN.current and RUN.current.get("msg_id") == msg_id else None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = 1.0
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    if current is not None:
+                        current["timed_out"] = True
+                    raise Empty
+            try:
+                msg = self.get_message(stream="shell", timeout=wait)
+            except Empty:
+                if not self.is_alive():
+                    if current is not None:
+                        current["died"] = True
+                    raise KernelDied("the kernel died") from None
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                content = msg["content"]
+                if current is not None:
+                    current["reply"] = {
+                        "status": content.get("status"),
+                        "ename": str(content.get("ename", "")),
+                        "evalue": str(content.get("evalue", ""))[:2000],
+                    }
+                if content.get("status") == "aborted":
+                    raise RuntimeError("Kernel aborted execution request")
+                return
+
+    setup = nbp.IPyNbFile.setup
+
+    def setup_and_remember_pid(self):
+        setup(self)
+        if RUN is not None:
+            RUN.kernel = self.kernel
+            try:
+                RUN.kernel_pid = int(self.kernel.km.provisioner.process.pid)
+            except Exception:  # noqa: BLE001 - the pid only helps clean up
+                RUN.kernel_pid = None
+            RUN.write()
+
+    nbk.RunningKernel.execute_cell_input = execute_and_remember
+    nbk.RunningKernel.await_reply = await_reply
+    nbp.IPyNbFile.setup = setup_and_remember_pid
+
+
+# --- pytest hooks ------------------------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    global RUN
+    path = os.environ.get(SPEC_ENV)
+    if not path:
+        return
+    spec = json.loads(Path(path).read_text())
+    limit = int(spec.get("memory_limit_mb") or 0) * 2**20
+    if limit:
+        # Inherited by the kernel this process starts: an answer that allocates without bound gets a
+        # MemoryError instead of exhausting the machine.
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    RUN = _Run(spec)
+    _patch_nbval()
+    RUN.write()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    cell = getattr(item, "cell", None)
+    if RUN is None or cell is None:
+        yield
+        return
+    cell_id = cell.get("id")
+    exercise = RUN.checks.get(cell_id)
+    if exercise:
+        (RUN.records / f"{exercise}.pt").unlink(missing_ok=True)
+    RUN.current = current = {"id": cell_id, "msg_id": None}
+    RUN.write()
+    outcome = yield
+    RUN.current = None
+    result = _classify(current, outcome.excinfo)
+    kernel = getattr(item.parent, "kernel", None)
+    if RUN.kernel_end is None and result["state"] != "not_run" and not (kernel and kernel.is_alive()):
+        cause = {"timeout": "timeout", "died": "died"}.get(result["state"], "stopped")
+        RUN.kernel_end = {"cell": cell_id, "cause": cause}
+    RUN.cells[cell_id] = result
+    RUN.write()
+
+
+def _classify(current: dict, excinfo) -> dict:
+    reply = current.get("reply")
+    if reply is not None:
+        if reply["status"] == "ok":
+            return {"state": "ok"}
+        return {"state": "error", "ename": reply["ename"], "evalue": reply["evalue"]}
+    if current.get("timed_out"):
+        return {"state": "timeout"}
+    if current.get("died"):
+        return {"state": "died"}
+    if current.get("msg_id") is None:
+        return {"state": "not_run"}
+    error = excinfo[1] if excinfo else None
+    return {"state": "lost", "evalue": str(error).splitlines()[0][:200] if error else ""}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if RUN is not None and report.when == "setup" and report.failed and RUN.setup_error is None:
+        error = call.excinfo.value if call.excinfo else None
+        RUN.setup_error = f"{type(error).__name__}: {error}".splitlines()[0][:200] if error else "setup failed"
+        RUN.write()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if RUN is None:
+        return
+    RUN.write(finished=True)
+    kernel = RUN.kernel
+    if kernel is not None and hasattr(kernel, "km"):  # nbval leaves a kernel that died unstopped
+        try:
+            kernel.kc.stop_channels()
+            kernel.km.shutdown_kernel(now=True)
+        except Exception:  # noqa: BLE001 - best effort: the grader kills what is left anyway
+            pass

@@ -1,0 +1,260 @@
+"""Reading a submitted notebook and preparing it for execution: checks restored, nbval markers stripped.
+
+The prepared notebook is built from the *released* exercise notebook, cell by cell, in the release's
+order: read-only cells (task text, setup code, check cells) come from the release whatever the
+learner did to them; answer cells carry the learner's code; the learner's extra cells follow the
+released cell they followed in the submission. Submitted cells are matched to released ones by cell
+id, then (for notebooks that lost their ids) by exercise metadata, then by identical source.
+
+Nothing of the learner's cells but their type, id and source is kept: no outputs, no metadata, so no
+nbval tags (``raises-exception``, ``nbval-skip``, ...), and nbval comment markers (``# NBVAL_SKIP``,
+...) are blanked out of the source (the line stays, as ``#``, so line numbers do not move).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import nbformat
+
+from transformer_course.authoring import METADATA_KEY
+
+MAX_NOTEBOOK_BYTES = 100 * 2**20
+GRADER_CHECK_IMPORT = "from transformer_course.grading.kernel import check  # the grader's recording check\n"
+NBVAL_MARKERS = {
+    "NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION",
+    "PYTEST_VALIDATE_IGNORE_OUTPUT",
+}
+NBVAL_TAGS = {m.lower().replace("_", "-") for m in NBVAL_MARKERS} | {"raises-exception"}
+_VALID_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class UnreadableNotebook(ValueError):
+    """A submission that is not a readable Jupyter notebook; the message says why, without paths."""
+
+
+@dataclass(frozen=True)
+class CheckCell:
+    cell_id: str
+    exercise: str
+    title: str
+    points: int
+
+
+@dataclass
+class Release:
+    """One released exercise notebook."""
+
+    name: str  # "01_tensor_shapes.ipynb"
+    nb: nbformat.NotebookNode
+    checks: list[CheckCell]
+
+
+@dataclass
+class Prepared:
+    nb: nbformat.NotebookNode
+    checks: dict[str, str]  # cell id -> exercise id, for the plugin
+    tampered: dict[str, list[str]] = field(default_factory=dict)  # exercise id -> what changed
+
+
+# --- the release ------------------------------------------------------------------------------------
+
+
+def _meta(cell) -> dict:
+    value = cell.get("metadata", {}).get(METADATA_KEY, {})
+    return value if isinstance(value, dict) else {}
+
+
+def load_release(path) -> Release:
+    nb = nbformat.read(path, as_version=4)
+    checks = []
+    for cell in nb.cells:
+        meta = _meta(cell)
+        if cell.cell_type == "code" and meta.get("role") == "check":
+            checks.append(CheckCell(cell.id, str(meta["exercise"]), str(meta.get("title", "")),
+                                    int(meta.get("points", 0))))
+    return Release(path.name, nb, checks)
+
+
+# --- reading a submission ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Cell:
+    cell_type: str
+    source: str
+    id: str | None
+    metadata: dict
+
+
+def _text(value) -> str:
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return value if isinstance(value, str) else ""
+
+
+def read_submission(data: bytes) -> list[_Cell]:
+    """The cells of a submitted notebook (JSON read leniently, without nbformat's random ids)."""
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise UnreadableNotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UnreadableNotebook("the file is not UTF-8 text") from None
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UnreadableNotebook(f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
+    except RecursionError:
+        raise UnreadableNotebook("not valid JSON (nested too deeply)") from None
+    if not isinstance(nb, dict):
+        raise UnreadableNotebook(f"not a Jupyter notebook (the JSON is a {type(nb).__name__}, not an object)")
+    if nb.get("nbformat") != 4:
+        raise UnreadableNotebook(f"not a version 4 Jupyter notebook (nbformat {nb.get('nbformat')!r:.20})")
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise UnreadableNotebook("not a Jupyter notebook (it has no list of cells)")
+    out = []
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell_id = cell.get("id")
+        metadata = cell.get("metadata")
+        out.append(_Cell(cell["cell_type"], _text(cell.get("source", "")),
+                         cell_id if isinstance(cell_id, str) else None,
+                         metadata if isinstance(metadata, dict) else {}))
+    return out
+
+
+# --- matching and restoring -------------------------------------------------------------------------
+
+
+def _match(release: Release, cells: list[_Cell]) -> dict[int, int]:
+    """Submitted cell index -> released cell index, one to one."""
+    released = release.nb.cells
+    by_id = {c.id: i for i, c in enumerate(released)}
+    matched: dict[int, int] = {}
+    taken: set[int] = set()
+
+    def pair(j: int, i: int) -> None:
+        matched[j] = i
+        taken.add(i)
+
+    for j, cell in enumerate(cells):  # 1. same id
+        i = by_id.get(cell.id)
+        if i is not None and i not in taken:
+            pair(j, i)
+    by_role = {(m.get("role"), m.get("exercise")): i for i, c in enumerate(released) if (m := _meta(c)).get("role")}
+    for j, cell in enumerate(cells):  # 2. same exercise role (a notebook whose ids were lost)
+        meta = cell.metadata.get(METADATA_KEY)
+        if j in matched or not isinstance(meta, dict) or not meta.get("role"):
+            continue
+        i = by_role.get((meta.get("role"), meta.get("exercise")))
+        if i is not None and i not in taken:
+            pair(j, i)
+    for j, cell in enumerate(cells):  # 3. same text as a read-only cell
+        if j in matched:
+            continue
+        for i, c in enumerate(released):
+            same = c.cell_type == cell.cell_type and c.source.strip() == cell.source.strip()
+            if i not in taken and same and _read_only(c):
+                pair(j, i)
+                break
+    return matched
+
+
+def _read_only(cell) -> bool:
+    return cell.get("metadata", {}).get("editable", True) is False or _meta(cell).get("role") == "check"
+
+
+def strip_markers(source: str) -> str:
+    """Blank every nbval comment marker line (keeping the line, so line numbers stay)."""
+    lines = source.split("\n")
+    for k, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("#") and stripped.lstrip("#").strip() in NBVAL_MARKERS:
+            lines[k] = line[: len(line) - len(line.lstrip())] + "#"
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    text = " \u23ce ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _tampering(released, submitted: _Cell | None) -> list[str]:
+    """What the learner changed in a check cell, in words; [] when nothing that matters."""
+    if submitted is None:
+        return ["the check cell was deleted"]
+    changes = []
+    if submitted.cell_type != "code":
+        changes.append(f"the check cell was turned into a {submitted.cell_type} cell")
+    if submitted.source.strip() != released.source.strip():
+        changes.append(f"the check cell was edited to `{_one_line(submitted.source)}`")
+    tags = submitted.metadata.get("tags")
+    added = sorted({str(t) for t in tags} & NBVAL_TAGS) if isinstance(tags, list) else []
+    if added:
+        changes.append(f"nbval tag{'s' if len(added) > 1 else ''} {', '.join(added)} added to the check cell")
+    meta = submitted.metadata.get(METADATA_KEY)
+    if meta is not None and meta != released.metadata.get(METADATA_KEY):
+        changes.append("the check cell's exercise metadata was changed")
+    return changes
+
+
+def prepare(release: Release, data: bytes) -> Prepared:
+    """The notebook to execute for a submission (raises UnreadableNotebook)."""
+    cells = read_submission(data)
+    matched = _match(release, cells)
+    released = release.nb.cells
+    # Each extra cell follows the released cell that precedes it in the submission.
+    extras: dict[int, list[_Cell]] = {}
+    anchor = -1
+    for j, cell in enumerate(cells):
+        if j in matched:
+            anchor = matched[j]
+        else:
+            extras.setdefault(anchor, []).append(cell)
+    submitted_for = {i: cells[j] for j, i in matched.items()}
+    checks = {c.cell_id: c.exercise for c in release.checks}
+
+    used_ids = {c.id for c in released}
+    out = []
+    tampered: dict[str, list[str]] = {}
+
+    def extra_cells(i: int):
+        for cell in extras.get(i, []):
+            cell_id = cell.id if cell.id and _VALID_ID.match(cell.id) and cell.id not in used_ids else None
+            if cell_id is None:
+                n = 1
+                while f"extra-{n}" in used_ids:
+                    n += 1
+                cell_id = f"extra-{n}"
+            used_ids.add(cell_id)
+            yield _new_cell(cell.cell_type, strip_markers(cell.source) if cell.cell_type == "code" else cell.source,
+                            cell_id)
+
+    out.extend(extra_cells(-1))
+    for i, rel in enumerate(released):
+        sub = submitted_for.get(i)
+        if rel.id in checks:
+            changes = _tampering(rel, sub)
+            if changes:
+                tampered[checks[rel.id]] = changes
+            out.append(_new_cell("code", GRADER_CHECK_IMPORT + rel.source, rel.id))
+        elif _read_only(rel):
+            out.append(_new_cell(rel.cell_type, rel.source, rel.id))
+        elif sub is not None:  # an answer cell: the learner's code
+            source = strip_markers(sub.source) if sub.cell_type == "code" else sub.source
+            out.append(_new_cell(sub.cell_type, source, rel.id))
+        out.extend(extra_cells(i))
+
+    nb = nbformat.v4.new_notebook(cells=out, metadata={"kernelspec": release.nb.metadata.get("kernelspec", {})})
+    return Prepared(nb, checks, tampered)
+
+
+def _new_cell(cell_type: str, source: str, cell_id: str):
+    make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
+            "raw": nbformat.v4.new_raw_cell}[cell_type]
+    return make(source=source, id=cell_id)

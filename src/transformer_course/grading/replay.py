@@ -1,0 +1,112 @@
+"""Re-checking a kernel's recorded results outside the kernel (runs in the grader's pytest process).
+
+A check that passed inside the learner's kernel is confirmed here: the exercise's checker runs again,
+in this clean process, with a stand-in answer that returns, call by call, the plain results the
+kernel recorded (:mod:`.kernel`). The cases, the reference and every comparison are this process's
+own, so patching ``check``, ``compare``, ``torch.isclose`` or the registry inside the kernel cannot
+turn a wrong result into a pass: the only way to pass is to have produced the right numbers.
+
+Checkers may draw cases from torch's global generator: the kernel and the replay seed it alike
+(:data:`.kernel.SEED`), and the replay restores, after each recorded call, the generator state that
+the learner's code left behind. Checkers that call the learner's answer other than through
+``core.call_answer`` (a class that the checker instantiates, say) cannot be replayed; for them the
+kernel's verdict stands ("unconfirmed").
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_course.grading.kernel import OPAQUE, SEED
+
+MAX_RECORD_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    verdict: str  # "passed", "failed", "unconfirmed" (cannot be replayed), "no_record", "bad_record"
+    message: str = ""
+    cases: int = 0
+
+
+class _NotReplayable(BaseException):
+    """The checker called the answer directly, not through core.call_answer.
+
+    A BaseException, so that a checker's own ``except Exception`` around that call lets it through.
+    """
+
+
+def _revive(value):
+    if isinstance(value, dict) and OPAQUE in value:
+        name, text = str(value.get(OPAQUE)), str(value.get("repr", ""))
+        return type(name, (), {"__repr__": lambda self: text})()
+    if type(value) in (tuple, list):
+        return type(value)(_revive(v) for v in value)
+    return value
+
+
+def _load(path: Path) -> list:
+    import torch
+
+    if path.stat().st_size > MAX_RECORD_BYTES:
+        raise ValueError("record too large")
+    data = torch.load(path, weights_only=True)
+    calls = data["calls"]
+    if not isinstance(calls, list) or not all(
+        type(c) in (tuple, list) and len(c) == 3 and c[0] in ("value", "raised") and type(c[2]) is torch.Tensor
+        and c[2].dtype == torch.uint8 for c in calls
+    ):
+        raise ValueError("malformed record")
+    return calls
+
+
+def confirm(exercise_id: str, record: Path) -> Confirmation:
+    """Re-run exercise ``exercise_id``'s checker on the results recorded in ``record``.
+
+    Not thread-safe (it seeds torch's global generator): the grader runs one replay at a time.
+    """
+    import torch
+
+    from transformer_course.checks import REGISTRY, CheckFailed, core
+
+    if not record.exists():
+        return Confirmation("no_record")
+    try:
+        calls = _load(record)
+    except Exception as error:  # noqa: BLE001 - anything unreadable is not a confirmation
+        return Confirmation("bad_record", f"{type(error).__name__}: {error}"[:200])
+    ex = REGISTRY.get(exercise_id)
+    if ex is None:
+        return Confirmation("unconfirmed", "the exercise is not registered in this installation")
+    pending = iter(calls)
+    entry = core._call_answer.__code__
+
+    def recorded_answer(*args, **kwargs):
+        if sys._getframe(1).f_code is not entry:
+            raise _NotReplayable
+        kind, value, rng_after = next(pending, ("missing", None, None))
+        if kind == "missing":
+            raise CheckFailed("the kernel recorded fewer results than the check asks for")
+        torch.set_rng_state(rng_after)  # what the learner's code left in the global generator
+        if kind == "raised":
+            raise CheckFailed(str(value))
+        return _revive(value)
+
+    recorded_answer.__name__ = "your function"
+    state = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    try:
+        cases = ex.checker(recorded_answer)
+    except _NotReplayable:
+        return Confirmation("unconfirmed")
+    except CheckFailed as failure:
+        return Confirmation("failed", str(failure))
+    except Exception as error:  # noqa: BLE001 - a replay that crashes confirms nothing
+        return Confirmation("failed", f"the recorded results could not be re-checked ({type(error).__name__})")
+    finally:
+        torch.set_rng_state(state)
+    if next(pending, None) is not None:
+        return Confirmation("failed", "the kernel recorded more results than the check asks for")
+    return Confirmation("passed", cases=int(cases) if isinstance(cases, int) else 0)

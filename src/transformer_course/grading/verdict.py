@@ -1,0 +1,132 @@
+"""From what happened in a notebook's run to one gradebook row per released exercise.
+
+The status of an exercise comes from its *released* check cell only, found by cell id:
+
+- ``passed``: the execute reply was ``ok`` and the results the check recorded pass the check again
+  outside the kernel (or, for a checker that cannot be replayed, the kernel's verdict);
+- ``failed``: the check raised ``CheckFailed`` (the message is the check's feedback);
+- ``error``: the check could not reach a verdict: another exception (e.g. ``NameError`` because the
+  answer cell failed), the kernel died, or the notebook could not be read;
+- ``timeout``: the check cell, or a cell before it that had to be stopped, ran out of time;
+- ``missing``: the student handed in no such notebook;
+- ``tampered``: the check cell had been edited or deleted (it was restored and the released check
+  decided the points), or the check passed inside the kernel but not outside it (0 points).
+"""
+
+from __future__ import annotations
+
+import re
+
+from transformer_course.grading.execute import Limits, RunResult
+from transformer_course.grading.prepare import Prepared, Release
+from transformer_course.grading.report import Row
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_CELL_FILE = re.compile(r"\b\d{6,}\.py\b")
+MAX_MESSAGE = 1500
+
+
+def clean(text: str) -> str:
+    """A message without colour codes, memory addresses or the kernel's per-cell file names."""
+    text = _ADDRESS.sub("0xADDRESS", _ANSI.sub("", text or ""))
+    text = _CELL_FILE.sub("cell", text).strip()
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def missing_rows(student: str, release: Release) -> list[Row]:
+    return [Row(student, release.name, c.exercise, c.title, 0, c.points, "missing",
+                f"no {release.name} in the submission") for c in release.checks]
+
+
+def error_rows(student: str, release: Release, message: str) -> list[Row]:
+    return [Row(student, release.name, c.exercise, c.title, 0, c.points, "error", clean(message))
+            for c in release.checks]
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in clean(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _context(prepared: Prepared, run: RunResult, cell_id: str) -> str:
+    """' (cell X raised E: ...)' for the first cell since the previous check that failed, or ''."""
+    order = [c.id for c in prepared.nb.cells if c.cell_type == "code"]
+    section = []
+    for cid in order:
+        if cid == cell_id:
+            break
+        section = [] if cid in prepared.checks else section + [cid]
+    for cid in section:
+        cell = run.cells.get(cid, {})
+        if cell.get("state") == "error":
+            what = f"{cell.get('ename', '')}: {_first_line(cell.get('evalue', ''))}".rstrip(": ")
+            return f" (cell {cid} raised {what})"
+        if cell.get("state") == "timeout":
+            return f" (cell {cid} did not finish in time)"
+    return ""
+
+
+def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
+    if run.killed:
+        if run.running == cell_id:
+            return "timeout", f"the check did not finish before the notebook's {limits.notebook_timeout:g} s time limit"
+        where = f" while cell {run.running} was running" if run.running else ""
+        return "timeout", f"not run: the notebook's {limits.notebook_timeout:g} s time limit ran out{where}"
+    end = run.kernel_end or {}
+    if end.get("cause") == "timeout":
+        return "timeout", (f"not run: cell {end['cell']} did not finish within {limits.cell_timeout:g} s and the "
+                           "kernel had to be stopped")
+    if end.get("cause") == "died":
+        return "error", f"not run: the kernel died in cell {end['cell']}"
+    if end.get("cell"):
+        return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
+    if run.setup_error:
+        return "error", f"the notebook could not be run: the kernel did not start ({_first_line(run.setup_error)})"
+    return "error", f"not run: the grader's run of the notebook ended early (pytest exit code {run.exit_code})"
+
+
+def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, title: str) -> tuple[str, str]:
+    """(status, message) of one check cell, before any tampering of the cell itself is reported."""
+    cell = run.cells.get(cell_id)
+    state = cell.get("state") if cell else None
+    if state is None or state == "not_run":
+        return _not_run(run, limits, cell_id)
+    if state == "ok":
+        confirm = cell.get("confirm") or {}
+        verdict, detail = confirm.get("verdict"), clean(confirm.get("message", ""))
+        if verdict == "passed":
+            return "passed", f"all {confirm.get('cases', 0)} cases passed"
+        if verdict == "unconfirmed":
+            return "passed", "passed (the kernel's verdict: this check cannot be re-run outside the kernel)"
+        if verdict == "failed":
+            return "tampered", ("the check passed inside the kernel, but the results it recorded fail the same "
+                                f"check run outside the kernel, so the checking code was altered: {detail}")
+        if verdict == "bad_record":
+            return "tampered", f"the check passed inside the kernel, but its record of results was altered ({detail})"
+        return "tampered", ("the check cell ran without an error but the check never completed: `check` or the "
+                            "checking code was replaced or bypassed inside the kernel")
+    if state == "error":
+        ename, evalue = cell.get("ename", ""), clean(cell.get("evalue", ""))
+        if ename == "CheckFailed":
+            return "failed", evalue[len(title) + 2:] if evalue.startswith(f"{title}: ") else evalue
+        return "error", f"{ename}: {evalue}".rstrip(": ") + _context(prepared, run, cell_id)
+    if state == "timeout":
+        return "timeout", f"the check did not finish within the {limits.cell_timeout:g} s cell time limit"
+    if state == "died":
+        return "error", "the kernel died while the check ran (the process exited: os._exit, a crash, or no memory)"
+    return "error", f"the check cell could not be run ({clean(cell.get('evalue', ''))})"
+
+
+def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[Row]:
+    rows = []
+    for check in release.checks:
+        status, message = _verdict(prepared, run, limits, check.cell_id, f"{check.exercise} {check.title}")
+        points = check.points if status == "passed" else 0
+        changes = prepared.tampered.get(check.exercise)
+        if changes:
+            message = f"{'; '.join(changes)}. The released check was restored and run: {status}: {message}"
+            status = "tampered"
+        rows.append(Row(student, release.name, check.exercise, check.title, points, check.points, status,
+                        clean(message)))
+    return rows

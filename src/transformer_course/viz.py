@@ -110,7 +110,8 @@ def heatmaps(
         raise ValueError("matrices must hold at least one matrix, got none")
     ncols = _validate.integer("ncols", ncols if ncols is not None else min(len(matrices), 4), minimum=1)
     nrows = -(-len(matrices) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows), squeeze=False,
+                             layout="constrained")
     heatmap_kwargs.setdefault("vmax", max(float(m.max()) for m in matrices))
     for i, ax in enumerate(axes.flat):
         if i >= len(matrices):

@@ -235,7 +235,9 @@ def fabricate(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
                       PATCH_COMPARE, "patch")
     folder_layout("frank", nb)
     expected["frank"] = {"01.1": ("tampered", FORGED + feedback("01.1", NO_HEAD_BIAS)),
-                         "01.2": ("tampered", FORGED + feedback("01.2", SAME)), "01.3": passed("01.3")}
+                         "01.2": ("tampered", FORGED + feedback("01.2", SAME)),
+                         "01.3": ("passed", passed("01.3")[1] + " [review the code: it imports the checking code "
+                                                                "(transformer_course.checks.core)]")}
 
     # 7. grace: an input transformer turns every check cell into a print.
     folder_layout("grace", insert_after(released(), "setup", SKIP_CHECKS, "skip"))
@@ -258,7 +260,7 @@ def fabricate(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
 
     # 11. ken: os._exit inside an answer kills the kernel.
     folder_layout("ken", with_sources(correct(), ex2=EXIT))
-    expected["ken"] = {"01.1": passed("01.1"),
+    expected["ken"] = {"01.1": ("passed", passed("01.1")[1] + " [review the code: it uses _exit]"),
                        "01.2": ("error", "the kernel died while the check ran (the process exited: os._exit, a crash, "
                                          "or no memory)"),
                        "01.3": ("error", "not run: the kernel died in cell ex2-check")}
@@ -430,8 +432,8 @@ def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, r
     (submissions / "trent" / NAME).write_text(json.dumps(nb))
     out = tmp_path / "grades.csv"
     assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
-                 "--timeout", "300", "--notebook-timeout", "25"]) == 0
-    limit = "not run: the notebook's 25 s time limit ran out while cell nap was running"
+                 "--timeout", "300", "--notebook-timeout", "18"]) == 0
+    limit = "not run: the notebook's 18 s time limit ran out while cell nap was running"
     assert [(r.exercise, r.status, r.points, r.message) for r in read_csv(out)] == [
         ("01.1", "passed", 2, "all 5 cases passed"),
         ("01.2", "timeout", 0, limit),
@@ -674,3 +676,21 @@ def test_plain_copies_keep_data_and_mark_everything_else():
     assert plain(t.as_subclass(Sub))[OPAQUE] == "Sub"
     assert plain({"a": 1})[OPAQUE] == "dict"
     assert "0xADDRESS" in plain(object())["repr"]
+
+
+def test_review_notes_point_at_code_worth_reading():
+    from transformer_course.grading.prepare import review_notes
+
+    assert review_notes(["def f(x):\n    return x @ x.T", "from transformer_course.checks import check"]) == []
+    assert review_notes([
+        "from transformer_course.multihead import split_heads",
+        "import transformer_course.checks.core as core\ncore.compare = None",
+        "def check(*args):\n    pass",
+        "import sys, builtins\nsys.modules['x'] = None\nget_ipython().set_custom_exc((Exception,), print)",
+        "this is not Python",
+    ]) == [
+        "imports the course's reference code (transformer_course.multihead)",
+        "imports the checking code (transformer_course.checks.core)",
+        "redefines check",
+        "uses builtins, get_ipython, set_custom_exc, sys.modules",
+    ]

@@ -127,18 +127,33 @@ def _patch_nbval() -> None:
 # --- pytest hooks ------------------------------------------------------------------------------------
 
 
+FILE_SIZE_LIMIT = 2**30  # bytes per file written by the kernel
+
+
+def _limit(which: int, value: int) -> None:
+    """Set the soft and the hard limit (so the kernel cannot raise it again) to ``value``, if lower.
+
+    A ``value`` of 0 for RLIMIT_AS means no memory limit.
+    """
+    if value == 0 and which == resource.RLIMIT_AS:
+        return
+    soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
 def pytest_configure(config):
     global RUN
     path = os.environ.get(SPEC_ENV)
     if not path:
         return
     spec = json.loads(Path(path).read_text())
-    limit = int(spec.get("memory_limit_mb") or 0) * 2**20
-    if limit:
-        # Inherited by the kernel this process starts: an answer that allocates without bound gets a
-        # MemoryError instead of exhausting the machine.
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Inherited by the kernel this process starts: an answer that allocates without bound gets a
+    # MemoryError instead of exhausting the machine; one that writes a huge file is stopped.
+    _limit(resource.RLIMIT_AS, int(spec.get("memory_limit_mb") or 0) * 2**20)
+    _limit(resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT)
+    _limit(resource.RLIMIT_CORE, 0)
     RUN = _Run(spec)
     _patch_nbval()
     RUN.write()

@@ -13,6 +13,7 @@ nbval tags (``raises-exception``, ``nbval-skip``, ...), and nbval comment marker
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class Prepared:
     nb: nbformat.NotebookNode
     checks: dict[str, str]  # cell id -> exercise id, for the plugin
     tampered: dict[str, list[str]] = field(default_factory=dict)  # exercise id -> what changed
+    review: list[str] = field(default_factory=list)  # what in the learner's code deserves a look
 
 
 # --- the release ------------------------------------------------------------------------------------
@@ -251,10 +253,71 @@ def prepare(release: Release, data: bytes) -> Prepared:
         out.extend(extra_cells(i))
 
     nb = nbformat.v4.new_notebook(cells=out, metadata={"kernelspec": release.nb.metadata.get("kernelspec", {})})
-    return Prepared(nb, checks, tampered)
+    learner_code = [c.source for c in out if c.cell_type == "code" and c.id not in checks and not
+                    any(c.id == r.id and _read_only(r) for r in released)]
+    return Prepared(nb, checks, tampered, review_notes(learner_code))
 
 
 def _new_cell(cell_type: str, source: str, cell_id: str):
     make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
             "raw": nbformat.v4.new_raw_cell}[cell_type]
     return make(source=source, id=cell_id)
+
+
+# --- what deserves a human look ---------------------------------------------------------------------
+
+# Attributes through which code can change how checks run or how their failures show.
+_MACHINERY = {
+    "showtraceback", "_showtraceback", "set_custom_exc", "input_transformers_post", "input_transformers_cleanup",
+    "ast_transformers", "excepthook", "_exit", "settrace", "setprofile", "CALL_RECORDER", "REGISTRY", "run_cell",
+}
+_MODULES = {"builtins", "ctypes", "importlib", "gc"}
+
+
+def review_notes(sources: list[str]) -> list[str]:
+    """What the learner's own code does that a grader should look at: it uses the course package (whose
+    reference implementations pass every check), redefines ``check``, or reaches into the machinery
+    that runs checks and shows their results. Best effort, by reading the code: never a verdict."""
+    package, checking, machinery, redefined = set(), set(), set(), False
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if names == ["transformer_course.checks"] and [(a.name, a.asname) for a in node.names] == [
+                    ("check", None)
+                ]:
+                    continue  # the setup cell's own import, repeated
+                for name in names:
+                    top = name.split(".")
+                    if top[0] == "transformer_course":
+                        (checking if top[1:2] in (["checks"], ["grading"]) else package).add(name)
+                    elif top[0] in _MODULES:
+                        machinery.add(top[0])
+                redefined |= any((a.asname or a.name) == "check" for a in node.names)
+            elif isinstance(node, ast.Attribute):
+                if node.attr in _MACHINERY:
+                    machinery.add(node.attr)
+                elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                    machinery.add("sys.modules")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == "check":
+                redefined = True
+            elif isinstance(node, ast.Name) and node.id == "check" and isinstance(node.ctx, ast.Store):
+                redefined = True
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "TRANSFORMER_COURSE" in node.value:
+                machinery.add("the grader's environment")
+            elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "get_ipython"):
+                machinery.add(node.id)
+    notes = []
+    if package:
+        notes.append(f"imports the course's reference code ({', '.join(sorted(package))})")
+    if checking:
+        notes.append(f"imports the checking code ({', '.join(sorted(checking))})")
+    if redefined:
+        notes.append("redefines check")
+    if machinery:
+        notes.append(f"uses {', '.join(sorted(machinery))}")
+    return notes

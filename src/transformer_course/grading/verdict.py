@@ -127,6 +127,8 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
         if changes:
             message = f"{'; '.join(changes)}. The released check was restored and run: {status}: {message}"
             status = "tampered"
+        if points and prepared.review:
+            message = f"{clean(message)} [review the code: it {'; '.join(prepared.review)}]"
         rows.append(Row(student, release.name, check.exercise, check.title, points, check.points, status,
                         clean(message)))
     return rows

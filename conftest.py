@@ -8,5 +8,7 @@ it. Name them by the cell's id instead, which nbformat 4.5 keeps stable across e
 def pytest_collection_modifyitems(items):
     for item in items:
         cell = getattr(item, "cell", None)
-        if cell is not None and getattr(item, "cell_num", None) is not None and cell.get("id"):
-            item._nodeid = f"{item.parent.nodeid}::{cell['id']}"
+        if cell is None or not hasattr(item, "cell_num") or not cell.get("id"):
+            continue
+        item.name = cell["id"]
+        item._id = item.parent.id.child(item.name)  # pytest 9 derives nodeid from this structured id

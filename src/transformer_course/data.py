@@ -120,9 +120,9 @@ def date_examples(dates: Sequence[dt.date], n: int, seed: int = 0) -> list[tuple
 
 def date_tokenizers() -> tuple[CharTokenizer, CharTokenizer]:
     """Source tokenizer (every character any format uses) and target tokenizer (digits and '-')."""
-    sample = [DATE_FORMATS[f](dt.date(2021, m, 20 + m)) for f in DATE_FORMATS for m in range(1, 13)]
-    weekdays = [f"{dt.date(2021, 3, d):%A %a}" for d in range(1, 8)]
-    source = CharTokenizer("".join(sample + weekdays) + "0123456789" + "abcdefghijklmnopqrstuvwxyz".upper())
+    # Every month, every weekday and every ordinal suffix (1st 2nd 3rd 4th) in every format.
+    sample = [fmt(dt.date(2021, m, d)) for fmt in DATE_FORMATS.values() for m in range(1, 13) for d in range(1, 8)]
+    source = CharTokenizer("".join(sample) + "0123456789")
     return source, CharTokenizer("0123456789-")
 
 

@@ -190,6 +190,10 @@ class Seq2SeqTransformer(nn.Module, _CountsParameters):
                                           c.activation, c.norm_first)
         self.head = nn.Linear(c.d_model, c.tgt_vocab_size)
         self.scale = embedding_scale(c.d_model)
+        # Embeddings start with std 1/sqrt(d), so that after the sqrt(d) scale tokens and positions have
+        # comparable norms (lesson 06); nn.Embedding's N(0, 1) would drown the positions by a factor sqrt(d).
+        for embedding in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(embedding.weight, std=c.d_model**-0.5)
 
     def source_mask(self, src: torch.Tensor) -> torch.Tensor:
         """``(B, 1, n_enc)``: True at real source tokens, False at padding."""
@@ -260,6 +264,10 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
                                                  c.norm_first) for _ in range(c.num_layers))
         self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        # Small embeddings, as GPT-2 starts them (std 0.02): with nn.Embedding's N(0, 1) a tied head would
+        # begin with logits of size sqrt(d) and a needlessly confident, slow-to-train model.
+        for embedding in (self.token_embedding, self.position_embedding.embedding):
+            nn.init.normal_(embedding.weight, std=0.02)
         if c.tie_weights:
             self.head.weight = self.token_embedding.weight
 

@@ -1,0 +1,144 @@
+"""A small, deterministic training loop for the lessons, with a progress bar and a history to plot.
+
+:func:`train` takes a model, a function that returns the loss of one batch, and a function that draws
+batch ``i``; it runs AdamW with linear warm-up then cosine decay, clips the gradient norm, evaluates
+every ``eval_every`` steps, and stops at ``max_steps``, at a target metric, or at a time budget.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course import _validate
+
+
+def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """Mean cross-entropy over the non-padding targets: logits ``(B, n, |V|)``, targets ``(B, n)``.
+
+    ``F.cross_entropy`` wants the classes on axis 1, hence the flattening to ``(B*n, |V|)``.
+    """
+    _validate.tensor("logits", logits, min_dim=3, floating=True)
+    _validate.tensor("targets", targets, min_dim=2)
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits (B, n, |V|) and targets (B, n) disagree: {tuple(logits.shape)} and "
+                         f"{tuple(targets.shape)}")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id)
+
+
+def exact_match(predictions: list[str], references: list[str]) -> float:
+    """The fraction of predictions equal to their reference, character for character."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    return sum(p == r for p, r in zip(predictions, references, strict=True)) / max(len(references), 1)
+
+
+def warmup_cosine(step: int, warmup_steps: int, max_steps: int, floor: float = 0.1) -> float:
+    """Learning-rate factor: linear from 0 to 1 over ``warmup_steps``, then cosine down to ``floor``."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass
+class History:
+    """What :func:`train` measured: the loss at every step, evaluations, and why it stopped."""
+
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    learning_rates: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    examples: int = 0
+    stopped: str = ""
+
+    def metric(self, name: str) -> list[float]:
+        return [e[name] for e in self.evals]
+
+
+def train(
+    model: nn.Module,
+    batch: Callable[[int], tuple],
+    loss_of: Callable[[nn.Module, tuple], torch.Tensor],
+    *,
+    max_steps: int,
+    lr: float = 3e-3,
+    warmup_steps: int = 50,
+    weight_decay: float = 0.01,
+    clip_norm: float = 1.0,
+    evaluate: Callable[[nn.Module], dict] | None = None,
+    eval_every: int = 100,
+    target: tuple[str, float] | None = None,
+    time_budget: float | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> History:
+    """Train ``model`` in place and return its :class:`History`.
+
+    Args:
+        batch: ``batch(i)`` returns the i-th batch (a tuple of tensors, first dimension B).
+        loss_of: ``loss_of(model, batch)`` returns the scalar loss.
+        evaluate: called every ``eval_every`` steps and at the end, in eval mode; returns metrics.
+        target: ``("accuracy", 0.99)`` stops as soon as an evaluation reaches it.
+        time_budget: seconds after which training stops (a safety net; results then depend on speed).
+        seed: seeds torch, so that a run with a step budget is reproducible.
+    """
+    from tqdm.auto import tqdm
+
+    max_steps = _validate.integer("max_steps", max_steps, minimum=1)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, max_steps))
+    history, start = History(), time.perf_counter()
+    bar = tqdm(total=max_steps, disable=not progress, desc="training", unit="step")
+
+    def run_eval(step: int) -> dict:
+        model.eval()
+        with torch.no_grad():
+            metrics = evaluate(model)
+        model.train()
+        history.eval_steps.append(step)
+        history.evals.append(metrics)
+        return metrics
+
+    model.train()
+    for step in range(max_steps):
+        data = batch(step)
+        loss = loss_of(model, data)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip_norm:
+            nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        optimizer.step()
+        schedule.step()
+        history.steps.append(step)
+        history.losses.append(loss.item())
+        history.learning_rates.append(optimizer.param_groups[0]["lr"])
+        history.examples += len(data[0])
+        elapsed = time.perf_counter() - start
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", ex_per_s=f"{history.examples / elapsed:.0f}")
+        if evaluate is not None and (step + 1) % eval_every == 0:
+            metrics = run_eval(step + 1)
+            if target is not None and metrics[target[0]] >= target[1]:
+                history.stopped = f"reached {target[0]} >= {target[1]} at step {step + 1}"
+                break
+        if time_budget is not None and elapsed > time_budget:
+            history.stopped = f"time budget of {time_budget:.0f} s reached at step {step + 1}"
+            break
+    else:
+        history.stopped = f"max_steps={max_steps} reached"
+    if evaluate is not None and history.eval_steps[-1:] != [history.steps[-1] + 1]:
+        run_eval(history.steps[-1] + 1)
+    bar.close()
+    model.eval()
+    history.seconds = time.perf_counter() - start
+    return history

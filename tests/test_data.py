@@ -1,0 +1,66 @@
+"""The synthetic tasks: tokenizers, date formats, disjoint splits, padding, LM targets."""
+
+import datetime as dt
+
+import pytest
+import torch
+
+from transformer_course import data
+
+
+def test_tokenizer_round_trip_and_specials():
+    tok = data.CharTokenizer("cab")
+    assert tok.itos[:3] == ["<pad>", "<bos>", "<eos>"] and len(tok) == 6
+    ids = tok.encode("abc", bos=True, eos=True)
+    assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id
+    assert tok.decode(ids + [tok.pad_id, tok.stoi["a"]]) == "abc"  # stops at <eos>
+    with pytest.raises(ValueError, match=r"characters outside the vocabulary: \['z'\]"):
+        tok.encode("az")
+
+
+def test_every_format_of_every_date_is_encodable_and_month_day_are_right():
+    source, target = data.date_tokenizers()
+    splits = data.date_splits(seed=0)
+    for fmt in data.DATE_FORMATS.values():
+        for date in splits.test[:50]:
+            source.encode(fmt(date))
+            target.encode(date.isoformat())
+    date = dt.date(2021, 3, 3)
+    assert data.DATE_FORMATS["Wednesday, March 3rd 2021"](date) == "Wednesday, March 3rd 2021"
+    assert data.DATE_FORMATS["03/03/21"](dt.date(1987, 11, 2)) == "11/02/87"
+    assert data.DATE_FORMATS["3rd of March, 2021"](dt.date(2021, 3, 12)) == "12th of March, 2021"
+
+
+def test_splits_share_no_date_and_examples_are_deterministic():
+    splits = data.date_splits(seed=0)
+    train, valid, test = map(set, (splits.train, splits.valid, splits.test))
+    assert not (train & valid or train & test or valid & test)
+    assert len(train) + len(valid) + len(test) == (data.LAST_DATE - data.FIRST_DATE).days + 1
+    pairs = data.date_examples(splits.test, 20, seed=3)
+    assert pairs == data.date_examples(splits.test, 20, seed=3)
+    assert all(dt.date.fromisoformat(y) in test for _, y in pairs)
+
+
+def test_encode_pairs_shifts_the_target_for_teacher_forcing():
+    source, target = data.date_tokenizers()
+    src, dec_in, dec_out = data.encode_pairs([("3 March 2021", "2021-03-03"), ("1/2/2000", "2000-01-02")],
+                                             source, target)
+    assert src.shape == (2, 12) and src[1, 8:].eq(0).all()
+    assert dec_in[0, 0] == target.bos_id and torch.equal(dec_in[:, 1:], dec_out[:, :-1])
+    assert target.decode(dec_out[0]) == "2021-03-03" and dec_out[0, -1] == target.eos_id
+
+
+def test_sort_task_and_lm_targets_score_the_answer_only():
+    pairs = data.sort_examples(5, seed=0)
+    assert all(p.endswith("=") and a == "".join(sorted(p[:-1])) for p, a in pairs)
+    tok = data.CharTokenizer(data.SORT_CHARS)
+    inputs, targets = data.encode_lm([("31=", "13")], tok)
+    assert tok.decode(inputs[0]) == "31=13"
+    assert targets[0].tolist() == [0, 0, 0, tok.stoi["1"], tok.stoi["3"], tok.eos_id]
+
+
+def test_pad_batch():
+    batch, lengths = data.pad_batch([[5, 6, 7], [8]], pad_id=0)
+    assert batch.tolist() == [[5, 6, 7], [8, 0, 0]] and lengths.tolist() == [3, 1]
+    with pytest.raises(ValueError, match="at least one sequence"):
+        data.pad_batch([])

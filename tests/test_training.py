@@ -1,0 +1,60 @@
+"""The training loop: it learns, is reproducible, stops at its target or budget; the masked loss."""
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_course.training import exact_match, masked_cross_entropy, train, warmup_cosine
+
+
+def regression_problem():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 4, generator=g)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    return x, y
+
+
+def run(max_steps=200, **kwargs):
+    torch.manual_seed(1)
+    model = nn.Linear(4, 1)
+    x, y = regression_problem()
+    history = train(model, lambda i: (x[(i * 32) % 512 :][:32], y[(i * 32) % 512 :][:32]),
+                    lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]), max_steps=max_steps, lr=0.05,
+                    warmup_steps=10, progress=False, **kwargs)
+    return model, history
+
+
+def test_training_learns_and_is_reproducible():
+    model, history = run()
+    assert history.losses[-1] < 1e-2 * history.losses[0]
+    assert history.losses == run()[1].losses
+    assert len(history.learning_rates) == 200 and history.stopped == "max_steps=200 reached"
+
+
+def test_stops_at_the_target_and_evaluates_at_the_end():
+    x, y = regression_problem()
+    _, history = run(evaluate=lambda m: {"r2": 1 - ((m(x) - y) ** 2).mean().item() / y.var().item()},
+                     eval_every=20, target=("r2", 0.99))
+    assert history.stopped.startswith("reached r2 >= 0.99 at step")
+    assert history.metric("r2")[-1] >= 0.99 and history.eval_steps[-1] == history.steps[-1] + 1
+
+
+def test_time_budget():
+    _, history = run(max_steps=100000, time_budget=0.2)
+    assert history.stopped.startswith("time budget of 0 s reached") and len(history.steps) < 100000
+
+
+def test_masked_cross_entropy_ignores_padding():
+    logits = torch.randn(2, 3, 5)
+    targets = torch.tensor([[1, 2, 0], [4, 0, 0]])
+    real = torch.tensor([[True, True, False], [True, False, False]])
+    expected = nn.functional.cross_entropy(logits[real], targets[real])
+    torch.testing.assert_close(masked_cross_entropy(logits, targets), expected)
+    with pytest.raises(ValueError, match=r"disagree: \(2, 3, 5\) and \(2, 2\)"):
+        masked_cross_entropy(logits, targets[:, :2])
+
+
+def test_schedule_and_exact_match():
+    assert warmup_cosine(0, 10, 100) == pytest.approx(0.1) and warmup_cosine(9, 10, 100) == 1.0
+    assert warmup_cosine(100, 10, 100) == pytest.approx(0.1)
+    assert exact_match(["a", "b"], ["a", "c"]) == 0.5

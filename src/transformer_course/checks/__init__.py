@@ -13,6 +13,8 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson06,
     lesson07,
     lesson08,
+    lesson09,
+    lesson10,
 )
 from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
 

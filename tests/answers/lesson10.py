@@ -1,0 +1,79 @@
+"""Answers to lesson 10's exercises: known-wrong ones with the hint their check must give, and correct ones
+written differently from the solution, which the check must accept."""
+
+import math
+
+import torch
+
+# --- 10.1 cached_step(x, position, pe, W_q, W_k, W_v, cache_k, cache_v) -----------------------------
+
+
+def step(x, position, pe, W_q, W_k, W_v, cache_k, cache_v, mistake=None):
+    h = x + pe[0 if mistake == "offset" else position]
+    k_new, v_new = W_k(h), W_v(h)
+    axis = 2 if mistake == "axis" else 1
+    cache_k, cache_v = torch.cat([cache_k, k_new], axis), torch.cat([cache_v, v_new], axis)
+    keys, values = (k_new, v_new) if mistake == "no cache" else (cache_k, cache_v)
+    scale = 1.0 if mistake == "no scale" else math.sqrt(x.shape[-1])
+    weights = torch.softmax(W_q(h) @ keys.mT / scale, -1)
+    return weights @ values, cache_k, cache_v
+
+
+def step_with_sdpa(x, position, pe, W_q, W_k, W_v, cache_k, cache_v):
+    h = x + pe[position : position + 1]
+    cache_k = torch.cat((cache_k, W_k(h)), dim=-2)
+    cache_v = torch.cat((cache_v, W_v(h)), dim=-2)
+    return torch.nn.functional.scaled_dot_product_attention(W_q(h), cache_k, cache_v), cache_k, cache_v
+
+
+WRONG_STEP = {
+    "wrong axis": (lambda *a: step(*a, mistake="axis"), "appended along the wrong axis"),
+    "offset not advanced": (lambda *a: step(*a, mistake="offset"), "offset is not advanced"),
+    "cache ignored": (lambda *a: step(*a, mistake="no cache"), "attends only to itself"),
+    "no scale": (lambda *a: step(*a, mistake="no scale"), "not scaled"),
+    "output only": (lambda *a: step(*a)[0], "expected a tuple"),
+}
+RIGHT_STEP = {"explicit": step, "F.scaled_dot_product_attention": step_with_sdpa}
+
+# --- 10.2 sample_top_k(logits, k, temperature, generator) -----------------------------------------
+
+
+def sample(logits, k, temperature, generator, mistake=None):
+    if mistake == "after softmax":
+        probs = torch.softmax(logits, -1) / temperature
+    else:
+        scaled = logits * temperature if mistake == "multiply" else logits / temperature
+        keep = k + 1 if mistake == "k+1" else k
+        kth = scaled.topk(keep, dim=-1).values[..., -1:]
+        fill = 0.0 if mistake == "zero" else float("-inf")
+        probs = torch.softmax(scaled.masked_fill(scaled < kth, fill), -1)
+    if mistake == "after softmax":
+        kth = probs.topk(k, dim=-1).values[..., -1:]
+        probs = probs.masked_fill(probs < kth, 0.0)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def sample_by_gumbel(logits, k, temperature, generator):
+    """The Gumbel-max trick over the top k: the same distribution, sampled without multinomial."""
+    values, indices = (logits / temperature).topk(k, dim=-1)
+    u = torch.rand(values.shape, generator=generator).clamp_min(1e-20)
+    return indices.gather(-1, (values - torch.log(-torch.log(u))).argmax(-1, keepdim=True)).squeeze(-1)
+
+
+def sample_by_sorting(logits, k, temperature, generator):
+    order = logits.argsort(-1, descending=True)[..., :k]
+    probs = torch.softmax(logits.gather(-1, order) / temperature, -1)
+    return order.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
+
+
+WRONG_SAMPLE = {
+    "k+1": (lambda *a: sample(*a, mistake="k+1"), "keeps k + 1"),
+    "temperature after softmax": (lambda *a: sample(*a, mistake="after softmax"), "after the softmax"),
+    "temperature multiplies": (lambda *a: sample(*a, mistake="multiply"), "multiplied by the temperature"),
+    "masked with 0": (lambda *a: sample(*a, mistake="zero"), "set to 0 instead of -inf"),
+    "greedy": (lambda logits, k, t, g: logits.argmax(-1), "token frequencies are off"),
+    "probabilities returned": (lambda logits, k, t, g: torch.softmax(logits, -1), "expected integer token ids"),
+}
+RIGHT_SAMPLE = {"multinomial": sample, "Gumbel-max": sample_by_gumbel, "sorted top-k": sample_by_sorting}
+
+EXERCISES = {"10.1": (WRONG_STEP, RIGHT_STEP), "10.2": (WRONG_SAMPLE, RIGHT_SAMPLE)}

@@ -186,3 +186,34 @@ def positional_explorer() -> Explorer:
         "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=5, step=0.5, description="base"),
     }
     return Explorer(_draw_positions, controls, title="The sinusoidal positional encoding", figsize=(10, 3.4))
+
+
+# --- lesson 09: a trained translator's output and cross-attention ------------------------------------
+
+
+def _draw_translation(fig: Figure, example: str, model, source, target, layer: int) -> None:
+    from transformer_course.generation import greedy_decode  # lesson 09's decoding
+
+    src = torch.tensor([source.encode(example)])
+    out, weights = greedy_decode(model, src, target.bos_id, target.eos_id, max_len=12, return_weights=True)
+    translation = target.decode(out[0])
+    cross = weights["cross"][layer][0]  # (h, n_dec, n_enc)
+    rows = ["<bos>", *translation][: cross.shape[1]]
+    ax = fig.add_subplot(1, 1, 1)
+    viz.heatmap(cross.mean(0), ax, row_labels=rows, col_labels=list(example), xlabel="source characters",
+                ylabel="decoder input", title=f"{example!r} -> {translation!r}  (cross-attention, layer {layer}, "
+                                               f"mean of {cross.shape[0]} heads)")
+
+
+def translation_explorer(model, source, target, examples: list[str]) -> Explorer:
+    """Pick a human-written date: the model's ISO translation and its cross-attention weights."""
+    controls = {
+        "example": W.Dropdown(options=list(examples), value=examples[0], description="input"),
+        "layer": W.Dropdown(options=list(range(len(model.decoder.layers))), value=len(model.decoder.layers) - 1,
+                            description="layer"),
+    }
+
+    def draw(fig, example, layer):
+        _draw_translation(fig, example, model, source, target, layer)
+
+    return Explorer(draw, controls, title="A trained translator: its output and where it looks", figsize=(9, 4))

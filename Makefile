@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
              --nbval-cell-timeout 300
 
-.PHONY: help venv book test lint lab execute exercises requirements clean distclean
+.PHONY: help venv book test lint lab execute exercises bench requirements clean distclean
 
 help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lab         open JupyterLab on the exercise notebooks"
 	@echo "make execute     re-run lessons/ and solutions/ in place from a fresh kernel"
 	@echo "make exercises   regenerate exercises/ from solutions/"
+	@echo "make bench       speed and learning benchmarks (prints ratios; not part of make test)"
 	@echo "make clean       remove build outputs (keeps .venv); make distclean removes .venv too"
 
 venv: $(STAMP)
@@ -47,6 +48,11 @@ execute: $(STAMP)
 
 exercises: $(STAMP)
 	$(BIN)/transformer-course exercises
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/attention_speed.py
+	$(BIN)/python benchmarks/kv_cache.py
+	$(BIN)/python benchmarks/learning.py
 
 # Re-pin every package from a fresh environment built from pyproject.toml's ranges.
 requirements:

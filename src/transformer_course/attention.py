@@ -116,15 +116,14 @@ def scaled_dot_product_attention(
         )
     if n_k == 0 or d_k == 0:
         raise ValueError(f"key must have n_k >= 1 and d_k >= 1, got shape {tuple(k.shape)}")
-    try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
+    batch = _validate.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if batch is None:
         raise ValueError(
             f"the leading (batch) dimensions of query {tuple(q.shape)}, key {tuple(k.shape)} and "
             f"value {tuple(v.shape)} do not broadcast together"
-        ) from None
+        )
     if mask is not None:
-        _validate.mask("mask", mask, batch + (n_q, n_k))
+        _validate.mask("mask", mask, (*batch, n_q, n_k))
     dropout_p = _validate.real("dropout_p", dropout_p)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
@@ -135,7 +134,7 @@ def scaled_dot_product_attention(
 
     # The scores carry the batch dims of q and k only; when value (or the mask) has more, expand them
     # (a view) so that the mask validated against ``batch`` applies and the weights have the documented shape.
-    scores = ((q @ k.transpose(-2, -1)) * scale).expand(batch + (n_q, n_k))  # (..., n_q, n_k)
+    scores = ((q @ k.transpose(-2, -1)) * scale).expand(*batch, n_q, n_k)  # (..., n_q, n_k)
     weights = masked_softmax(scores, mask)
     dropped = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
     return dropped @ v, weights

@@ -167,3 +167,23 @@ def encode_lm(pairs: Sequence[tuple[str, str]], tokenizer: CharTokenizer):
         rows.append(ids[:-1])
         targets.append(target)
     return pad_batch(rows, tokenizer.pad_id)[0], pad_batch(targets, tokenizer.pad_id)[0]
+
+
+def batcher(*tensors: torch.Tensor, batch_size: int, pad_id: int = 0):
+    """``batch(i)``: rows ``i*batch_size .. (i+1)*batch_size`` (wrapping around) of each tensor ``(N, n)``,
+    with the columns that are padding in every row of the batch cut off (short batches run faster)."""
+    batch_size = _validate.integer("batch_size", batch_size, minimum=1)
+    n_rows = tensors[0].shape[0]
+    if any(t.shape[0] != n_rows for t in tensors):
+        raise ValueError(f"tensors must have the same number of rows, got {[t.shape[0] for t in tensors]}")
+
+    def batch(i: int) -> tuple[torch.Tensor, ...]:
+        rows = torch.arange(i * batch_size, (i + 1) * batch_size) % n_rows
+        out = []
+        for t in tensors:
+            part = t[rows]
+            used = (part != pad_id).any(0).nonzero()
+            out.append(part[:, : int(used.max()) + 1] if len(used) else part)
+        return tuple(out)
+
+    return batch

@@ -95,3 +95,26 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos
     if return_weights:
         return out[:, 1:], model(src, out[:, :-1], return_weights=True)[1]
     return out[:, 1:]
+
+
+def translate(model: Seq2SeqTransformer, texts: list[str], source, target, max_len: int = 16) -> list[str]:
+    """Greedy translations of ``texts`` (strings) with the tokenizers ``source`` and ``target``."""
+    from transformer_course.data import pad_batch
+
+    src, _ = pad_batch([source.encode(t) for t in texts], source.pad_id)
+    out = greedy_decode(model, src, target.bos_id, target.eos_id, max_len)
+    return [target.decode(row) for row in out]
+
+
+def complete(model: DecoderOnlyLM, prompts: list[str], tokenizer, max_new_tokens: int) -> list[str]:
+    """Greedy continuations of ``prompts`` up to ``<eos>``; prompts of equal length are batched together."""
+    by_length: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_length.setdefault(len(p), []).append(i)
+    answers = [""] * len(prompts)
+    for length, indices in by_length.items():
+        batch = torch.tensor([tokenizer.encode(prompts[i], bos=True) for i in indices])
+        out = generate(model, batch, max_new_tokens, eos_id=tokenizer.eos_id)
+        for i, row in zip(indices, out, strict=True):
+            answers[i] = tokenizer.decode(row[length + 1 :])
+    return answers

@@ -286,7 +286,8 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
         check_tokens("tokens", tokens, c.vocab_size, c.max_len)  # the positions check below covers the cache
         n = tokens.shape[1]
         x = self.position_embedding(self.token_embedding(tokens), offset=offset)
-        mask = causal_mask(n, offset + n, offset=offset, device=tokens.device)
+        # One new token after the cache may see every position: no mask needed (and none to check).
+        mask = None if n == 1 else causal_mask(n, offset + n, offset=offset, device=tokens.device)
         weights = []
         for i, block in enumerate(self.blocks):
             layer_cache = cache[i] if cache else None

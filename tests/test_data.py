@@ -64,3 +64,13 @@ def test_pad_batch():
     assert batch.tolist() == [[5, 6, 7], [8, 0, 0]] and lengths.tolist() == [3, 1]
     with pytest.raises(ValueError, match="at least one sequence"):
         data.pad_batch([])
+
+
+def test_batcher_wraps_around_and_trims_padding_columns():
+    a = torch.tensor([[1, 2, 0, 0], [3, 0, 0, 0], [4, 5, 6, 0]])
+    batch = data.batcher(a, a * 10, batch_size=2)
+    first, first_scaled = batch(0)
+    assert first.tolist() == [[1, 2], [3, 0]] and torch.equal(first_scaled, first * 10)
+    assert batch(1)[0].tolist() == [[4, 5, 6], [1, 2, 0]]  # rows 2 and 0: wrapped around
+    with pytest.raises(ValueError, match=r"the same number of rows, got \[3, 2\]"):
+        data.batcher(a, a[:2], batch_size=2)

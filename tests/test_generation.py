@@ -96,3 +96,20 @@ def filled_cache(model, n):
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call(lm())
+
+
+def test_translate_and_complete_return_strings():
+    from transformer_course.data import CharTokenizer
+    from transformer_course.generation import complete, translate
+
+    torch.manual_seed(6)
+    tok = CharTokenizer("0123456789=")
+    seq2seq = Seq2SeqTransformer(Seq2SeqConfig(len(tok), len(tok), d_model=16, num_heads=2, d_ff=32, max_len=20))
+    out = translate(seq2seq.eval(), ["12=", "3="], tok, tok, max_len=5)
+    assert len(out) == 2 and all(isinstance(s, str) and len(s) <= 5 for s in out)
+    lm_model = DecoderOnlyLM(DecoderOnlyConfig(len(tok), d_model=16, num_heads=2, d_ff=32, max_len=20)).eval()
+    prompts = ["31=", "7=", "22="]
+    answers = complete(lm_model, prompts, tok, 4)
+    assert len(answers) == 3
+    for prompt, answer in zip(prompts, answers, strict=True):  # batched by length = one at a time
+        assert answer == complete(lm_model, [prompt], tok, 4)[0]

@@ -270,6 +270,7 @@ def _new_cell(cell_type: str, source: str, cell_id: str):
 _MACHINERY = {
     "showtraceback", "_showtraceback", "set_custom_exc", "input_transformers_post", "input_transformers_cleanup",
     "ast_transformers", "excepthook", "_exit", "settrace", "setprofile", "CALL_RECORDER", "REGISTRY", "run_cell",
+    "getppid", "kill", "killpg",
 }
 _MODULES = {"builtins", "ctypes", "importlib", "gc"}
 

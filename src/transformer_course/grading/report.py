@@ -114,12 +114,17 @@ def summary(rows: Sequence[Row]) -> str:
     """Per-student totals and per-exercise pass counts, as plain-text tables."""
     if not rows:
         return "No rows: no students to grade."
-    students = sorted({r.student for r in rows})
-    exercises = sorted({(r.notebook, r.exercise, r.title) for r in rows}, key=lambda e: (e[0], exercise_key(e[1])))
+    by_student: dict[str, list[Row]] = defaultdict(list)
+    by_exercise: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        by_student[r.student].append(r)
+        by_exercise[(r.notebook, r.exercise, r.title)].append(r)
+    students = sorted(by_student)
+    exercises = sorted(by_exercise, key=lambda e: (e[0], exercise_key(e[1])))
     out = []
     body = []
     for student in students:
-        mine = [r for r in rows if r.student == student]
+        mine = by_student[student]
         counts = Counter(r.status for r in mine)
         body.append([student, f"{sum(r.points for r in mine)}/{sum(r.max_points for r in mine)}"]
                     + [str(counts.get(s, 0)) for s in STATUSES])
@@ -127,7 +132,7 @@ def summary(rows: Sequence[Row]) -> str:
     out.append("")
     body = []
     for notebook, exercise, title in exercises:
-        mine = [r for r in rows if r.exercise == exercise and r.notebook == notebook]
+        mine = by_exercise[(notebook, exercise, title)]
         passed = sum(r.status == "passed" for r in mine)
         points = sum(r.points for r in mine)
         body.append([exercise, title, f"{passed}/{len(mine)}", f"{points}/{sum(r.max_points for r in mine)}"])
@@ -173,12 +178,15 @@ def write_html(rows: Sequence[Row], folder: str | Path) -> list[Path]:
     """One feedback page per student (``<student>.html``) and an ``index.html`` linking them."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    students = sorted({r.student for r in rows})
+    by_student: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_student[r.student].append(r)
+    students = sorted(by_student)
     slugs = _slugs(students)
     written = []
     index = []
     for student in students:
-        mine = sort_rows(r for r in rows if r.student == student)
+        mine = sort_rows(by_student[student])
         points, max_points = sum(r.points for r in mine), sum(r.max_points for r in mine)
         lines = [f"<h1>Feedback for {html.escape(student)}</h1>",
                  f"<p>Total: <strong>{points} / {max_points}</strong> points.</p>",

@@ -82,8 +82,10 @@ def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
     if end.get("cell"):
         return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
     if run.setup_error:
-        return "error", f"the notebook could not be run: the kernel did not start ({_first_line(run.setup_error)})"
-    return "error", f"not run: the grader's run of the notebook ended early (pytest exit code {run.exit_code})"
+        return "error", (f"the notebook could not be run: the kernel did not start ({_first_line(run.setup_error)}); "
+                         "if no notebook starts, raise --memory-limit")
+    where = f" while cell {run.running} was running" if run.running else ""
+    return "error", f"not run: the grader's pytest process ended early (exit code {run.exit_code}){where}"
 
 
 def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, title: str) -> tuple[str, str]:

@@ -17,7 +17,31 @@ from torch import nn
 from transformer_course import _validate
 from transformer_course.multihead import KVCache, MultiHeadAttention
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation (Zhang & Sennrich, 2019): ``x / rms(x) * weight``, over the last axis.
+
+    LayerNorm without the mean subtraction and the bias: cheaper, and in practice as good.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(_validate.integer("d_model", d_model, minimum=1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """``"layer"``: nn.LayerNorm (2017); ``"rms"``: RMSNorm (lesson 11)."""
+    if kind == "layer":
+        return nn.LayerNorm(d_model, eps=eps)
+    if kind == "rms":
+        return RMSNorm(d_model, eps=eps)
+    raise ValueError(f"norm must be 'layer' or 'rms', got {kind!r}")
 
 
 def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -29,19 +53,28 @@ def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 class PositionWiseFFN(nn.Module):
-    """``W_2 act(W_1 x + b_1) + b_2``, applied to every position separately: ``(..., d) -> (..., d)``."""
+    """``W_2 act(W_1 x + b_1) + b_2``, applied to every position separately: ``(..., d) -> (..., d)``.
+
+    With ``activation="swiglu"`` (lesson 11) it is the gated FFN ``W_2 (silu(x W_gate) * x W_up)``: W_1
+    then holds the gate and the up projection side by side, ``d -> 2 d_ff``.
+    """
 
     def __init__(self, d_model: int, d_ff: int, activation="relu", dropout: float = 0.0):
         super().__init__()
         d_model = _validate.integer("d_model", d_model, minimum=1)
         d_ff = _validate.integer("d_ff", d_ff, minimum=1)
-        self.W_1 = nn.Linear(d_model, d_ff)
+        self.gated = activation == "swiglu"
+        self.W_1 = nn.Linear(d_model, 2 * d_ff if self.gated else d_ff)
         self.W_2 = nn.Linear(d_ff, d_model)
         self.activation = _activation(activation)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.W_2(self.dropout(self.activation(self.W_1(x))))
+        hidden = self.W_1(x)
+        if self.gated:
+            gate, up = hidden.chunk(2, dim=-1)
+            return self.W_2(self.dropout(self.activation(gate) * up))
+        return self.W_2(self.dropout(self.activation(hidden)))
 
 
 class AddNorm(nn.Module):
@@ -65,18 +98,22 @@ class EncoderBlock(nn.Module):
     Args:
         d_model, num_heads, d_ff: widths d, heads h, FFN hidden width.
         dropout: on attention weights and on each sub-layer's output.
-        activation: ``"relu"`` (2017), ``"gelu"`` or a callable.
+        activation: ``"relu"`` (2017), ``"gelu"``, ``"swiglu"`` or a callable.
         norm_first: False for post-norm (2017), True for pre-norm.
+        norm, num_kv_heads, rotary, max_len: lesson 11's variants: ``"rms"`` norms, grouped-query
+            attention and rotary position embeddings (see :class:`MultiHeadAttention`).
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, activation="relu",
-                 norm_first: bool = False, eps: float = 1e-5):
+                 norm_first: bool = False, eps: float = 1e-5, norm: str = "layer", num_kv_heads: int | None = None,
+                 rotary: bool = False, max_len: int = 4096):
         super().__init__()
         self.norm_first = norm_first
-        self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, num_kv_heads=num_kv_heads,
+                                            rotary=rotary, max_len=max_len)
         self.ffn = PositionWiseFFN(d_model, d_ff, activation, dropout)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=eps)
+        self.norm1 = make_norm(norm, d_model, eps)
+        self.norm2 = make_norm(norm, d_model, eps)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.blocks import DecoderBlock, EncoderBlock
+from transformer_course.blocks import DecoderBlock, EncoderBlock, make_norm
 from transformer_course.masking import causal_mask
 from transformer_course.multihead import KVCache
 from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, embedding_scale
@@ -245,6 +245,10 @@ class DecoderOnlyConfig:
     activation: str = "gelu"
     norm_first: bool = True
     tie_weights: bool = True
+    # Lesson 11's variants: "rms" norms, grouped-query attention, and how positions enter.
+    norm: str = "layer"
+    num_kv_heads: int | None = None
+    positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (2017) or "rotary" (RoPE)
 
 
 class DecoderOnlyLM(nn.Module, _CountsParameters):
@@ -259,15 +263,23 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
         super().__init__()
         self.config = c = config
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
-        self.position_embedding = LearnedPositionalEmbedding(c.max_len, c.d_model, c.dropout)
-        self.blocks = nn.ModuleList(EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.activation,
-                                                 c.norm_first) for _ in range(c.num_layers))
-        self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        positions = {"learned": lambda: LearnedPositionalEmbedding(c.max_len, c.d_model, c.dropout),
+                     "sinusoidal": lambda: SinusoidalPositionalEncoding(c.d_model, c.max_len, c.dropout),
+                     "rotary": lambda: None}  # rotary positions act inside attention instead
+        if c.positional not in positions:
+            raise ValueError(f"positional must be one of {sorted(positions)}, got {c.positional!r}")
+        self.position_embedding = positions[c.positional]()
+        self.blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.activation, c.norm_first, norm=c.norm,
+                         num_kv_heads=c.num_kv_heads, rotary=c.positional == "rotary", max_len=c.max_len)
+            for _ in range(c.num_layers))
+        self.norm = make_norm(c.norm, c.d_model) if c.norm_first else nn.Identity()
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         # Small embeddings, as GPT-2 starts them (std 0.02): with nn.Embedding's N(0, 1) a tied head would
         # begin with logits of size sqrt(d) and a needlessly confident, slow-to-train model.
-        for embedding in (self.token_embedding, self.position_embedding.embedding):
-            nn.init.normal_(embedding.weight, std=0.02)
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
+        if isinstance(self.position_embedding, LearnedPositionalEmbedding):
+            nn.init.normal_(self.position_embedding.embedding.weight, std=0.02)
         if c.tie_weights:
             self.head.weight = self.token_embedding.weight
 
@@ -285,7 +297,11 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
         offset = len(cache[0]) if cache else 0
         check_tokens("tokens", tokens, c.vocab_size, c.max_len)  # the positions check below covers the cache
         n = tokens.shape[1]
-        x = self.position_embedding(self.token_embedding(tokens), offset=offset)
+        x = self.token_embedding(tokens)
+        if self.position_embedding is not None:
+            x = self.position_embedding(x, offset=offset)
+        elif offset + n > c.max_len:
+            raise ValueError(f"positions {offset}..{offset + n - 1} exceed max_len={c.max_len}")
         # One new token after the cache may see every position: no mask needed (and none to check).
         mask = None if n == 1 else causal_mask(n, offset + n, offset=offset, device=tokens.device)
         weights = []

@@ -84,23 +84,39 @@ class MultiHeadAttention(nn.Module):
         num_heads: number of heads h; must divide ``d_model``.
         bias: whether the four projections have biases (as ``nn.MultiheadAttention``'s ``bias``).
         dropout: dropout probability on the attention weights, in training mode only.
+        num_kv_heads: (lesson 11) grouped-query attention: only this many key/value heads, each shared by
+            ``num_heads / num_kv_heads`` query heads (1 is multi-query attention). ``W_k`` and ``W_v`` then
+            map d to ``num_kv_heads * d_head``, and a KV cache stores that much less.
+        rotary: (lesson 11) rotate queries and keys by their positions (RoPE) instead of relying on
+            positions added to the input; ``max_len`` bounds the positions.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0,
+                 num_kv_heads: int | None = None, rotary: bool = False, max_len: int = 4096):
         super().__init__()
         d_model = _validate.integer("d_model", d_model, minimum=1)
         num_heads = _validate.integer("num_heads", num_heads, minimum=1)
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        num_kv_heads = num_heads if num_kv_heads is None else _validate.integer("num_kv_heads", num_kv_heads, minimum=1)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads}")
         dropout = _validate.real("dropout", dropout)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
+        self.d_model, self.num_heads, self.num_kv_heads, self.dropout = d_model, num_heads, num_kv_heads, dropout
         self.d_head = d_model // num_heads
+        d_kv = num_kv_heads * self.d_head
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_kv, bias=bias)
+        self.W_v = nn.Linear(d_model, d_kv, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        if rotary:
+            from transformer_course.positional import RotaryEmbedding  # positional imports nothing of ours
+
+            self.rotary = RotaryEmbedding(self.d_head, max_len)
+        else:
+            self.rotary = None
 
     def forward(
         self,
@@ -156,10 +172,16 @@ class MultiHeadAttention(nn.Module):
             _validate.mask("mask", mask, torch.Size(scores_shape))
 
         q = split_heads(self.W_q(query), self.num_heads)  # (B, h, n_q, d_h)
-        k = split_heads(self.W_k(key), self.num_heads)  # (B, h, n_k, d_h)
-        v = split_heads(self.W_v(value), self.num_heads)  # (B, h, n_k, d_h)
+        k = split_heads(self.W_k(key), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
+        v = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
+        if self.rotary is not None:
+            offset = len(cache) if cache is not None else 0
+            q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, h, n_past + n_new, d_h)
+            k, v = cache.append(k, v)  # (B, h_kv, n_past + n_new, d_h)
+        if self.num_kv_heads != self.num_heads:  # each key/value head serves a group of query heads
+            group = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or (mask is not None and _empty_rows(mask, -1, q.dim()).any()):
             # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).

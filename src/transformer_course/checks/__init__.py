@@ -15,6 +15,7 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson08,
     lesson09,
     lesson10,
+    lesson11,
 )
 from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
 

@@ -39,7 +39,8 @@ class _Run:
         self.cells: dict[str, dict] = {}
         self.current: dict | None = None
         self.kernel_pid: int | None = None
-        self.kernel_end: dict | None = None  # {"cell": id, "cause": "timeout" | "died" | "stopped"}
+        self.kernel_end: dict | None = None  # {"cell": id, "cause": "timeout" | "died" | "died_after" | "stopped"}
+        self.last_cell: str | None = None  # the last cell that ran
         self.setup_error: str | None = None
         self.kernel = None  # nbval's RunningKernel
 
@@ -175,9 +176,14 @@ def pytest_runtest_call(item):
     RUN.current = None
     result = _classify(current, outcome.excinfo)
     kernel = getattr(item.parent, "kernel", None)
-    if RUN.kernel_end is None and result["state"] != "not_run" and not (kernel and kernel.is_alive()):
-        cause = {"timeout": "timeout", "died": "died"}.get(result["state"], "stopped")
-        RUN.kernel_end = {"cell": cell_id, "cause": cause}
+    if RUN.kernel_end is None and not (kernel and kernel.is_alive()):
+        if result["state"] == "not_run":  # it died between cells (a thread of the learner's, say)
+            RUN.kernel_end = {"cell": RUN.last_cell, "cause": "died_after"}
+        else:
+            cause = {"timeout": "timeout", "died": "died"}.get(result["state"], "stopped")
+            RUN.kernel_end = {"cell": cell_id, "cause": cause}
+    if result["state"] != "not_run":
+        RUN.last_cell = cell_id
     RUN.cells[cell_id] = result
     RUN.write()
 

@@ -60,7 +60,7 @@ class BadGradebook(ValueError):
 def read_csv(path: str | Path) -> list[Row]:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet may have added a byte-order mark
     except (OSError, UnicodeDecodeError) as error:
         raise BadGradebook(f"{path}: cannot be read ({error.__class__.__name__})") from None
     reader = csv.reader(io.StringIO(text, newline=""))

@@ -79,6 +79,8 @@ def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
                            "kernel had to be stopped")
     if end.get("cause") == "died":
         return "error", f"not run: the kernel died in cell {end['cell']}"
+    if end.get("cause") == "died_after":
+        return "error", f"not run: the kernel died after cell {end['cell']}"
     if end.get("cell"):
         return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
     if run.setup_error:

@@ -29,10 +29,14 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-book: $(STAMP)
+book: $(STAMP) book/_static/logo.png
 	$(BIN)/jupyter-book build -W -n --keep-going .
 	@echo
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+book/_static/logo.png: src/transformer_course/viz.py $(STAMP)
+	@mkdir -p book/_static
+	$(BIN)/python -c "from transformer_course.viz import draw_logo; draw_logo('$@')"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

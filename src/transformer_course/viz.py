@@ -228,3 +228,20 @@ def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_
     ax.axis("off")
     ax.set_title(kind)
     return ax
+
+
+def draw_logo(path: str, size_px: int = 256) -> None:
+    """The book's logo: the causal attention weights of a short sentence, computed, not drawn by hand."""
+    from matplotlib.figure import Figure
+
+    from transformer_course.attention import scaled_dot_product_attention
+    from transformer_course.masking import causal_mask
+
+    g = torch.Generator().manual_seed(2017)
+    q, k = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    _, weights = scaled_dot_product_attention(q, k, k, causal_mask(8))
+    fig = Figure(figsize=(2, 2), dpi=size_px / 2)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.imshow(weights.numpy(), cmap="Reds", vmin=0, vmax=1)
+    ax.axis("off")
+    fig.savefig(path, transparent=True)

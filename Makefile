@@ -55,8 +55,10 @@ exercises: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_speed.py
+	$(BIN)/python benchmarks/modules_speed.py
 	$(BIN)/python benchmarks/kv_cache.py
 	$(BIN)/python benchmarks/learning.py
+	$(BIN)/python benchmarks/notebooks.py
 
 # Re-pin every package from a fresh environment built from pyproject.toml's ranges.
 requirements:

@@ -90,6 +90,12 @@ def test_lesson_follows_the_template(path):
         assert f"](../exercises/{path.name})" in text, "link to the lesson's exercises"
 
 
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_exercises_link_back_to_their_lesson(path):
+    text = "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown")
+    assert f"](../lessons/{path.name})" in text, "the exercise notebook links to its lesson"
+
+
 def test_table_of_contents_lists_every_notebook():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}

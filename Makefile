@@ -42,7 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB)
+	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab exercises/

@@ -64,6 +64,29 @@ class History:
         return [e[name] for e in self.evals]
 
 
+def _progress_bar(total: int, enabled: bool):
+    """A tqdm bar (a widget in Jupyter), and a function to call once it is closed.
+
+    In Jupyter the widget is shown through a display handle that is updated when training ends, so a
+    notebook saved afterwards (and the book, which cannot show widgets) keeps the final bar as text,
+    "training: 100%|...| 500/500", rather than the "0%" it was first displayed with.
+    """
+    from tqdm.auto import tqdm
+
+    kwargs = dict(total=total, disable=not enabled, desc="training", unit="step")
+    try:
+        from tqdm.notebook import tqdm as notebook_tqdm
+    except ImportError:  # ipywidgets missing: tqdm.auto is the console bar
+        notebook_tqdm = None
+    if not enabled or notebook_tqdm is None or not issubclass(tqdm, notebook_tqdm):
+        return tqdm(**kwargs), lambda: None
+    from IPython.display import display
+
+    bar = tqdm(**kwargs, display=False)
+    handle = display(bar.container, display_id=True)
+    return bar, lambda: handle.update(bar.container)
+
+
 def train(
     model: nn.Module,
     batch: Callable[[int], tuple],
@@ -91,14 +114,12 @@ def train(
         time_budget: seconds after which training stops (a safety net; results then depend on speed).
         seed: seeds torch, so that a run with a step budget is reproducible.
     """
-    from tqdm.auto import tqdm
-
     max_steps = _validate.integer("max_steps", max_steps, minimum=1)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, max_steps))
     history, start = History(), time.perf_counter()
-    bar = tqdm(total=max_steps, disable=not progress, desc="training", unit="step")
+    bar, finish_bar = _progress_bar(max_steps, progress)
 
     def run_eval(step: int) -> dict:
         model.eval()
@@ -139,6 +160,7 @@ def train(
     if evaluate is not None and history.eval_steps[-1:] != [history.steps[-1] + 1]:
         run_eval(history.steps[-1] + 1)
     bar.close()
+    finish_bar()
     model.eval()
     history.seconds = time.perf_counter() - start
     return history

@@ -136,14 +136,7 @@ class EncoderBlock(nn.Module):
     @classmethod
     def from_pytorch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
         """A block with the weights (and settings) of ``layer``, computing the same function."""
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
-        attention = layer.self_attn
-        block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
-                    layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
-        block.attention = MultiHeadAttention.from_pytorch(attention)
-        copy_ffn_and_norms(block, layer)
-        return block
+        return _from_pytorch_layer(cls, layer, nn.TransformerEncoderLayer, {"attention": "self_attn"})
 
 
 class DecoderBlock(nn.Module):
@@ -194,15 +187,22 @@ class DecoderBlock(nn.Module):
     @classmethod
     def from_pytorch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
         """A block with the weights (and settings) of ``layer``, computing the same function."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
-        attention = layer.self_attn
-        block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
-                    layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
-        block.self_attention = MultiHeadAttention.from_pytorch(layer.self_attn)
-        block.cross_attention = MultiHeadAttention.from_pytorch(layer.multihead_attn)
-        copy_ffn_and_norms(block, layer)
-        return block
+        return _from_pytorch_layer(cls, layer, nn.TransformerDecoderLayer,
+                                   {"self_attention": "self_attn", "cross_attention": "multihead_attn"})
+
+
+def _from_pytorch_layer(cls, layer, layer_type: type, attentions: dict[str, str]):
+    """A ``cls`` block with the settings and weights of PyTorch's ``layer``; ``attentions`` maps our
+    attention attributes to PyTorch's (``{"attention": "self_attn"}``)."""
+    if not isinstance(layer, layer_type):
+        raise TypeError(f"layer must be an nn.{layer_type.__name__}, got {type(layer).__name__}")
+    attention = layer.self_attn
+    block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
+                layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
+    for ours, theirs in attentions.items():
+        setattr(block, ours, MultiHeadAttention.from_pytorch(getattr(layer, theirs)))
+    copy_ffn_and_norms(block, layer)
+    return block
 
 
 def copy_ffn_and_norms(block: nn.Module, layer: nn.Module) -> None:

@@ -17,14 +17,14 @@ import torch
 from transformer_course import _validate
 
 
-def _apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _apply_mask(scores: torch.Tensor, mask: torch.Tensor | None, inplace: bool = False) -> torch.Tensor:
     if mask is None:
         return scores
     if mask.dtype == torch.bool:
-        return scores.masked_fill(~mask, float("-inf"))
+        return (scores.masked_fill_ if inplace else scores.masked_fill)(~mask, float("-inf"))
     # An additive mask of another floating dtype (float32 from to_additive_mask, say, on float64 scores)
     # would otherwise promote the weights and fail later in ``weights @ value``.
-    return scores + mask.to(scores.dtype)
+    return scores.add_(mask.to(scores.dtype)) if inplace else scores + mask.to(scores.dtype)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1) -> torch.Tensor:
@@ -46,11 +46,18 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
             f"dim must be in [{-scores.dim()}, {scores.dim()}) for scores of shape {tuple(scores.shape)}, "
             f"got {dim}"
         )
+    if mask is not None:
+        _validate.mask("mask", mask, scores.shape)
+    return _masked_softmax(scores, mask, dim)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int, inplace: bool = False):
+    """:func:`masked_softmax` without the checks; with ``inplace`` the mask is applied to ``scores`` itself
+    (one pass over the n_q x n_k scores fewer, for callers that own them)."""
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    _validate.mask("mask", mask, scores.shape)
     empty = _empty_rows(mask, dim, scores.dim())
-    scores = _apply_mask(scores, mask)
+    scores = _apply_mask(scores, mask, inplace)
     if not empty.any():  # the usual case: every query may attend somewhere
         return torch.softmax(scores, dim=dim)
     # torch.softmax is stable (it subtracts the row maximum), but a row that is all -inf gives 0/0 = NaN,
@@ -132,9 +139,10 @@ def scaled_dot_product_attention(
     elif not _validate.real("scale", scale) > 0:
         raise ValueError(f"scale must be a positive number, got {scale!r}")
 
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k); scaling q costs n_q d_k, not n_q n_k
+    owned = scores.shape == (*batch, n_q, n_k)
     # The scores carry the batch dims of q and k only; when value (or the mask) has more, expand them
-    # (a view) so that the mask validated against ``batch`` applies and the weights have the documented shape.
-    scores = ((q @ k.transpose(-2, -1)) * scale).expand(*batch, n_q, n_k)  # (..., n_q, n_k)
-    weights = masked_softmax(scores, mask)
+    # (a view, which must not be written to) so that the weights have the documented shape.
+    weights = _masked_softmax(scores if owned else scores.expand(*batch, n_q, n_k), mask, -1, inplace=owned)
     dropped = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
     return dropped @ v, weights

@@ -6,6 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # Touched after a successful install; re-install only when the pins or the package metadata change.
 STAMP  := $(VENV)/.installed
+# OpenMP threads that spin while they wait make torch 10-25x slower whenever the 2 cores are shared (by
+# pytest-xdist's workers, notebook kernels or anything else); passive waiting costs nothing when they are not.
+export OMP_WAIT_POLICY := PASSIVE
+
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
              --nbval-cell-timeout 300
 

@@ -5,8 +5,8 @@
   the fused ``F.scaled_dot_product_attention``; PyTorch's module with ``need_weights=False`` too).
 - ``EncoderBlock`` / ``DecoderBlock`` vs ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``.
 - Achieved GFLOP/s of the package's fused attention against a large matmul on this machine (the
-  practical ceiling), and the peak memory of one forward pass without weights as n grows (linear: no
-  n x n matrix is kept), measured in a fresh process per size.
+  practical ceiling), and the peak memory of one forward pass as n grows, without weights (linear: no
+  n x n matrix is kept) and with them (quadratic), from the profiler's allocation record.
 
 Ratios are package / PyTorch, the median of interleaved rounds (target <= 1.10).
 
@@ -90,17 +90,28 @@ def blocks_table():
 
 
 MEMORY_PROBE = """
-import resource, torch
+import torch
 from transformer_course.multihead import MultiHeadAttention
 from transformer_course.masking import causal_mask
 torch.manual_seed(0)
 m = MultiHeadAttention({d}, {h}).eval()
 x = torch.randn(1, {n}, {d})
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-with torch.no_grad():
-    m(x, mask=causal_mask({n}), need_weights=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+mask = causal_mask({n})
+with torch.no_grad(), torch.profiler.profile(profile_memory=True) as prof:
+    m(x, mask=mask, need_weights={weights})
+# Peak of the running total of every allocation and free made during the forward pass, in time order.
+total = peak = 0
+for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+    total += event.self_cpu_memory_usage
+    peak = max(peak, total)
+print(peak)
 """
+
+
+def peak_bytes(n: int, weights: bool) -> int:
+    code = MEMORY_PROBE.format(d=D, h=H, n=n, weights=weights)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(result.stdout.split()[-1])
 
 
 def ceiling_and_memory_table():
@@ -108,7 +119,7 @@ def ceiling_and_memory_table():
     matmul = benchmark.Timer("a @ b", globals={"a": a, "b": b}).blocked_autorange(min_run_time=1).median
     ceiling = 2 * 2048**3 / matmul / 1e9
     print(f"\nMatmul ceiling (2048 x 2048 float32): {ceiling:.1f} GFLOP/s")
-    print(f"{'n':>6} {'fused attention GFLOP/s':>24} {'of ceiling':>11} {'peak extra RSS':>15}")
+    print(f"{'n':>6} {'fused GFLOP/s':>14} {'of ceiling':>11} {'peak MB, fused':>15} {'peak MB, weights':>17}")
     torch.manual_seed(0)
     module = MultiHeadAttention(D, H).eval()
     for n in (256, 1024, 2048, 4096):
@@ -117,9 +128,9 @@ def ceiling_and_memory_table():
             t = benchmark.Timer("m(x, need_weights=False)", globals={"m": module, "x": x}).blocked_autorange(
                 min_run_time=0.5).median
         flops = 4 * 2 * n * D * D + 2 * 2 * n * n * D  # four projections, Q K^T and A V (no mask: full n x n)
-        rss_kb = int(subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(d=D, h=H, n=n)], capture_output=True,
-                                    text=True, check=True).stdout.strip())
-        print(f"{n:6d} {flops / t / 1e9:24.1f} {flops / t / 1e9 / ceiling:10.0%} {rss_kb / 1024:13.1f}MB")
+        explicit = f"{peak_bytes(n, True) / 2**20:16.1f}" if n <= 2048 else f"{'-':>16}"
+        print(f"{n:6d} {flops / t / 1e9:14.1f} {flops / t / 1e9 / ceiling:10.0%} "
+              f"{peak_bytes(n, False) / 2**20:15.1f} {explicit}")
 
 
 def main():

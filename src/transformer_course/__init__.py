@@ -1,11 +1,13 @@
-"""The reference package of the transformer course.
+"""The reference package of the transformer course: one module per idea, imported by the lessons.
 
-One module per idea, imported by the lessons:
-
-- ``attention``: masked softmax and scaled dot-product attention.
-- ``masking``: causal and padding masks, conversion between boolean and additive masks.
-- ``checks``: the exercise checks (``check("02.1", answer)``).
-- ``authoring``: generating exercise notebooks and executing lessons.
+- ``attention``, ``masking``: scaled dot-product attention, masked softmax, causal and padding masks.
+- ``multihead``: multi-head attention (and grouped-query attention, rotary positions, the KV cache).
+- ``positional``: sinusoidal, learned and rotary position information.
+- ``blocks``, ``models``: the FFN, norms, encoder and decoder blocks, stacks, seq2seq and decoder-only models.
+- ``data``, ``training``, ``generation``: synthetic tasks, the training loop, decoding and sampling.
+- ``viz``, ``widgets``: the lessons' figures and interactive explorers.
+- ``checks``: the exercise checks (``check("02.1", answer)``); ``authoring``: exercise notebooks generated
+  from solutions, notebooks executed in place; ``grading``: the instructor's grader; ``cli``: the command.
 """
 
 from transformer_course.attention import masked_softmax, scaled_dot_product_attention

@@ -31,7 +31,9 @@ def test_cached_logits_equal_full_forward(norm_first):
 def test_generation_with_and_without_cache_gives_the_same_tokens():
     model = lm()
     prompt = torch.randint(17, (3, 4), generator=torch.Generator().manual_seed(2))
+    threads = torch.get_num_threads()
     with_cache = generate(model, prompt, 40)
+    assert torch.get_num_threads() == threads  # single-threaded cached steps restore the setting
     assert torch.equal(with_cache, generate(model, prompt, 40, use_cache=False))
     assert with_cache.shape == (3, 44) and torch.equal(with_cache[:, :4], prompt)
     sampled = [generate(model, prompt, 10, temperature=1.0, top_k=5, use_cache=c,

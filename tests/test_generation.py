@@ -47,6 +47,8 @@ def test_kv_cache_grows_and_rejects_other_batch_shapes():
         k = torch.randn(2, 4, n, 8)
         keys, values = cache.append(k, -k)
     assert len(cache) == 74 and keys.shape == (2, 4, 74, 8) and torch.equal(values, -keys)
+    assert torch.equal(cache.keys, keys) and torch.equal(cache.values, values)
+    assert KVCache().keys is None
     with pytest.raises(ValueError, match=r"the cache holds \(B, h\) = \(2, 4\)"):
         cache.append(torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8))
 

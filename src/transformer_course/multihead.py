@@ -56,6 +56,16 @@ class KVCache:
     def __len__(self) -> int:
         return self.length
 
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """The cached keys, ``(B, h_kv, n_past, d_h)``, or None before the first append (a view: do not edit)."""
+        return None if self._k is None else self._k[..., : self.length, :]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        """The cached values, ``(B, h_kv, n_past, d_h)``, or None before the first append."""
+        return None if self._v is None else self._v[..., : self.length, :]
+
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, h, n_new, d_h)`` keys and values; return all of them, ``(B, h, n_past + n_new, d_h)``."""
         end = self.length + k.shape[-2]

@@ -73,7 +73,7 @@ def _progress_bar(total: int, enabled: bool):
     """
     from tqdm.auto import tqdm
 
-    kwargs = dict(total=total, disable=not enabled, desc="training", unit="step")
+    kwargs = dict(total=total, disable=not enabled, desc="training", unit="step", mininterval=0.5)
     try:
         from tqdm.notebook import tqdm as notebook_tqdm
     except ImportError:  # ipywidgets missing: tqdm.auto is the console bar
@@ -146,7 +146,8 @@ def train(
         history.examples += len(data[0])
         elapsed = time.perf_counter() - start
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", ex_per_s=f"{history.examples / elapsed:.0f}")
+        # refresh=False: redraw at tqdm's own pace, not every step (each redraw of the widget is a message)
+        bar.set_postfix(loss=f"{loss.item():.3f}", ex_per_s=f"{history.examples / elapsed:.0f}", refresh=False)
         if evaluate is not None and (step + 1) % eval_every == 0:
             metrics = run_eval(step + 1)
             if target is not None and metrics[target[0]] >= target[1]:

@@ -68,22 +68,22 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, h, n_new, d_h)`` keys and values; return all of them, ``(B, h, n_past + n_new, d_h)``."""
+        if self._k is not None and self._k.shape[:-2] != k.shape[:-2]:
+            raise ValueError(f"the cache holds (B, h) = {tuple(self._k.shape[:-2])}, got keys of shape "
+                             f"{tuple(k.shape)}")
         end = self.length + k.shape[-2]
-        if self._k is None or end > self._k.shape[-2] or self._k.shape[:-2] != k.shape[:-2]:
-            if self._k is not None and self._k.shape[:-2] != k.shape[:-2]:
-                raise ValueError(f"the cache holds (B, h) = {tuple(self._k.shape[:-2])}, got keys of shape "
-                                 f"{tuple(k.shape)}")
+        if self._k is None or end > self._k.shape[-2]:
             capacity = max(64, 2 * end)
             grown_k = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
             grown_v = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
             if self.length:
-                grown_k[..., : self.length, :] = self._k[..., : self.length, :]
-                grown_v[..., : self.length, :] = self._v[..., : self.length, :]
+                grown_k[..., : self.length, :] = self.keys
+                grown_v[..., : self.length, :] = self.values
             self._k, self._v = grown_k, grown_v
         self._k[..., self.length : end, :] = k
         self._v[..., self.length : end, :] = v
         self.length = end
-        return self._k[..., :end, :], self._v[..., :end, :]
+        return self.keys, self.values
 
 
 class MultiHeadAttention(nn.Module):

@@ -16,6 +16,7 @@ Both tests share one build (the session fixture ``built_book``) and live in one 
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from transformer_course.launch import repository
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,6 +46,22 @@ def test_book_builds_without_warnings_and_pages_hold_outputs(built_book):
         assert 'class="cell_output' not in (html / "exercises" / f"{exercise.stem}.html").read_text()
     assert "Vaswani" in (html / "book" / "bibliography.html").read_text()
     assert (html / "_static" / "logo.png").stat().st_size > 1000
+
+
+def test_every_notebook_page_launches_in_colab_and_binder_and_links_the_repository(built_book):
+    url, branch = repository(ROOT / "_config.yml")
+    owner_repo = url.removeprefix("https://github.com/")
+    notebooks = [page for page in toc_pages() if (ROOT / f"{page}.ipynb").exists()]
+    assert len(notebooks) == 33, notebooks
+    for page in notebooks:
+        hrefs = set(re.findall(r'href="(https://[^"]+)"', (built_book / f"{page}.html").read_text()))
+        expected = {
+            f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/{page}.ipynb",
+            f"https://mybinder.org/v2/gh/{owner_repo}/{branch}?urlpath=lab/tree/{page}.ipynb",
+            url,
+        }
+        assert expected <= hrefs, f"{page}: missing {sorted(expected - hrefs)}"
+        assert any(h.startswith(f"{url}/issues/new?") for h in hrefs), f"{page}: no issue link"
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -13,7 +13,8 @@ and each exercise has one check cell, ``check("02.1", softmax)``. :func:`make_ex
 replaces every fence with ``raise NotImplementedError(...)``, clears outputs, records each exercise's
 id, title and points (from the check registry) in cell metadata, and makes every cell but the answer
 cells read-only in Jupyter. :func:`execute_notebook` re-runs a notebook top to bottom in a fresh
-kernel and stores the outputs and widget state in place.
+kernel and stores the outputs and widget state in place, with the install cell that lets it run in
+Colab (:mod:`transformer_course.launch`).
 """
 
 from __future__ import annotations
@@ -180,12 +181,18 @@ def current_env_kernel_manager():
 def execute_notebook(path: str | Path, *, timeout: int = 600, allow_errors: bool = False) -> nbformat.NotebookNode:
     """Run ``path`` top to bottom in a fresh kernel (cwd = its folder) and return the executed notebook.
 
-    Widget state is stored in the notebook's metadata so the book can render widgets.
+    A notebook inside the course book first gets the install cell of the book's repository
+    (:mod:`transformer_course.launch`). Widget state is stored in the notebook's metadata so the book can
+    render widgets.
     """
     from nbclient import NotebookClient
 
+    from transformer_course.launch import install_cell_for, sync_install_cell
+
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    if (install := install_cell_for(path)) is not None:
+        sync_install_cell(nb, install)
     client = NotebookClient(
         nb,
         km=current_env_kernel_manager(),

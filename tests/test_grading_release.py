@@ -1,0 +1,31 @@
+"""`transformer-course grade` on the whole course: the blank release scores zero, the solutions full marks.
+
+In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading.py,
+not after it: each grades a class of notebooks for a minute or more.
+"""
+
+import shutil
+from pathlib import Path
+
+from transformer_course.cli import main
+from transformer_course.grading.collect import load_releases
+from transformer_course.grading.report import read_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
+    submissions = tmp_path / "submissions"
+    shutil.copytree(ROOT / "exercises", submissions / "blank")
+    shutil.copytree(ROOT / "solutions", submissions / "solutions")
+    out = tmp_path / "grades.csv"
+    code = main(["grade", str(submissions), "--release", str(ROOT / "exercises"), "--out", str(out), "--jobs", "2",
+                 "--quiet", "--timeout", "120", "--notebook-timeout", "600"])
+    assert code == 0
+    rows = read_csv(out)
+    released_exercises = {c.exercise for r in load_releases(ROOT / "exercises") for c in r.checks}
+    blank = [r for r in rows if r.student == "blank"]
+    solutions = [r for r in rows if r.student == "solutions"]
+    assert {r.exercise for r in blank} == {r.exercise for r in solutions} == released_exercises
+    assert all(r.points == 0 and r.status == "failed" and "not implemented yet" in r.message for r in blank), blank
+    assert all(r.points == r.max_points and r.status == "passed" for r in solutions), solutions

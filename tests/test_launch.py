@@ -1,0 +1,151 @@
+"""Notebooks that run outside a clone: the install cell every notebook starts with (Colab), the Binder
+environment, and the install cell kept in sync with the repository named in ``_config.yml``.
+
+The launch links themselves are tested on the built pages, in tests/test_book.py.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from packaging.requirements import Requirement
+
+from transformer_course import launch
+from transformer_course.authoring import execute_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p for folder in ("lessons", "solutions", "exercises") for p in (ROOT / folder).glob("[0-9]*.ipynb"))
+URL, BRANCH = launch.repository(ROOT / "_config.yml")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_notebook_starts_with_the_install_cell_of_the_configured_repository(path):
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.id == launch.INSTALL_CELL_ID, f"{path.name}: the first code cell is {first.id!r}; run `make execute`"
+    assert first.source == launch.install_cell_source(URL, BRANCH), f"{path.name}: stale install cell; `make execute`"
+    assert [c.id for c in nb.cells].count(launch.INSTALL_CELL_ID) == 1
+    if path.parent.name == "exercises":
+        assert first.metadata.get("editable") is False, "learners must not edit the install cell"
+
+
+def test_the_requirement_names_the_package_and_the_configured_branch():
+    req = Requirement(launch.requirement(URL, BRANCH))
+    assert req.name == "transformer-course" and req.url == f"git+{URL}@{BRANCH}"
+    assert URL.startswith("https://github.com/") and URL.count("/") == 4, URL  # Colab and Binder need GitHub
+    pyproject = (ROOT / "pyproject.toml").read_text().splitlines()  # (tomllib is Python 3.11+)
+    assert f'Repository = "{URL}"' in pyproject and f'Issues = "{URL}/issues"' in pyproject
+
+
+def run_install_cell(monkeypatch, *, installed: bool, colab: bool):
+    """Run the install cell's code with pip and Colab stubbed out; returns (pip commands, Colab calls)."""
+    import importlib.util
+
+    pip, colab_calls = [], []
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (real_find_spec(name, *a) if installed or name != "transformer_course"
+                                          else None))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: pip.append((cmd, kw)))
+    if colab:
+        output = types.SimpleNamespace(enable_custom_widget_manager=lambda: colab_calls.append("widgets"))
+        monkeypatch.setitem(sys.modules, "google.colab", types.SimpleNamespace(output=output))
+        monkeypatch.setitem(sys.modules, "google", types.SimpleNamespace(colab=sys.modules["google.colab"]))
+    exec(launch.install_cell_source(URL, BRANCH), {})
+    return pip, colab_calls
+
+
+def test_install_cell_installs_the_package_only_where_it_is_missing(monkeypatch):
+    pip, colab = run_install_cell(monkeypatch, installed=False, colab=True)
+    assert pip == [([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", launch.requirement(URL, BRANCH)],
+                    {"check": True})]
+    assert colab == ["widgets"]
+
+
+@pytest.mark.parametrize("colab", [False, True])
+def test_install_cell_does_nothing_where_the_package_is_installed(monkeypatch, colab):
+    pip, colab_calls = run_install_cell(monkeypatch, installed=True, colab=colab)
+    assert pip == [] and colab_calls == (["widgets"] if colab else [])
+
+
+def test_the_package_installs_from_its_source_without_the_repository_around_it(tmp_path):
+    """What the install cell asks pip for: a non-editable build of the package, importable on its own."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(source)], check=True, timeout=300, capture_output=True)
+    modules = "checks, widgets, models, training, generation, data, viz"
+    code = f"import transformer_course; from transformer_course import {modules}; print(transformer_course.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    # -S skips site-packages' .pth files (the editable install of this checkout); torch and the rest then
+    # come from the venv's site-packages, appended after the target.
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    env["PYTHONPATH"] += os.pathsep + site_packages
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert Path(out.stdout.strip()).is_relative_to(target), out.stdout
+
+
+def test_binder_installs_the_pinned_requirements_with_cpu_pytorch_and_the_package():
+    requirements = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    assert "-r ../requirements.txt" in requirements
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in requirements
+    assert "torch==2.13.0" in (ROOT / "requirements.txt").read_text().splitlines()
+    assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
+    post_build = ROOT / "binder" / "postBuild"
+    assert os.access(post_build, os.X_OK) and "pip install --no-deps -e ." in post_build.read_text()
+
+
+# --- keeping the cell in sync -------------------------------------------------------------------------
+
+
+def test_sync_adds_the_cell_before_the_first_code_cell_then_updates_it():
+    nb = new_notebook(cells=[new_markdown_cell("# Title"), new_code_cell("x = 1")])
+    assert launch.sync_install_cell(nb, "print('old')")
+    assert [c.id for c in nb.cells][1] == launch.INSTALL_CELL_ID and nb.cells[2].source == "x = 1"
+    assert nb.cells[1].metadata["tags"] == ["hide-input"]
+    assert not launch.sync_install_cell(nb, "print('old')")
+    assert launch.sync_install_cell(nb, "print('new')") and nb.cells[1].source == "print('new')"
+    assert len(nb.cells) == 3
+
+
+def test_sync_refuses_a_markdown_cell_with_the_install_id():
+    nb = new_notebook(cells=[new_markdown_cell("text")])
+    nb.cells[0].id = launch.INSTALL_CELL_ID
+    with pytest.raises(ValueError, match="'install' must be a code cell, it is a markdown cell"):
+        launch.sync_install_cell(nb, "pass")
+
+
+@pytest.mark.parametrize("config, message", [
+    ("title: x\n", "repository.url must be the course's https:// repository URL, got None"),
+    ("repository:\n  url: git@github.com:a/b.git\n", "got 'git@github.com:a/b.git'"),
+])
+def test_repository_url_must_be_set(tmp_path, config, message):
+    (tmp_path / "_config.yml").write_text(config)
+    with pytest.raises(ValueError, match=message):
+        launch.repository(tmp_path / "_config.yml")
+
+
+def test_executing_a_book_notebook_gives_it_the_install_cell(tmp_path):
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/course/\n  branch: dev\n")
+    (tmp_path / "lessons").mkdir()
+    path = tmp_path / "lessons" / "01_x.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# 1. X"), new_code_cell("print(6 * 7)")]), path)
+    nb = execute_notebook(path, timeout=60)
+    install = nb.cells[1]
+    assert install.source == launch.install_cell_source("https://github.com/someone/course", "dev")
+    assert "git+https://github.com/someone/course@dev" in install.source
+    assert install.outputs == [] and install.execution_count == 1  # the package is here: nothing to do
+    assert nb.cells[2].outputs[0].text == "42\n"
+    assert launch.install_cell_for(tmp_path.parent / "elsewhere.ipynb") is None

@@ -316,7 +316,16 @@ def fabricate(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     folder_layout("quinn", nb)
     expected["quinn"] = {ex: passed(ex) for ex in TITLES}
 
-    # 17. sam: a check cell made markdown, exercise metadata edited, a check cell duplicated.
+    # 17. rita: the notebook as Colab saves it: no cell ids, every cell's metadata replaced by Colab's own.
+    nb = correct()
+    nb["nbformat_minor"], nb["metadata"]["colab"] = 0, {"provenance": []}
+    for k, c in enumerate(nb["cells"]):
+        del c["id"]
+        c["metadata"] = {"id": f"c0lab{k:03d}"}
+    folder_layout("rita", nb)
+    expected["rita"] = {ex: passed(ex) for ex in TITLES}
+
+    # 18. sam: a check cell made markdown, exercise metadata edited, a check cell duplicated.
     nb = correct()
     cell(nb, "ex1-check")["cell_type"] = "markdown"
     del cell(nb, "ex1-check")["outputs"], cell(nb, "ex1-check")["execution_count"]
@@ -378,7 +387,8 @@ def test_grading_runs_and_exits_zero(graded):
 
 
 @pytest.mark.parametrize("student", ["ada", "blank", "bob", "carol", "dave", "frank", "grace", "heidi", "ivan",
-                                     "judy", "ken", "lena", "mallory", "oscar", "peggy", "quinn", "sam"])
+                                     "judy", "ken", "lena", "mallory", "oscar", "peggy", "quinn", "rita",
+                                     "sam"])
 def test_rows_of_each_fabricated_submission(graded, student):
     _, expected, out, _ = graded
     rows = [r for r in read_rows(out)[1:] if r[0] == student]

@@ -41,6 +41,11 @@ def test_book_builds_without_warnings_and_pages_hold_outputs(built_book):
         assert 'class="math' in page, f"{lesson.stem}: no typeset math"
         assert "application/vnd.jupyter.widget-view+json" not in page
         assert (html / "exercises" / f"{lesson.stem}.html").exists()
+    # Noise stays out of the book: progress bars ("train:  83%|#### | 500/600") and stderr (warnings).
+    for page in toc_pages():
+        text = (html / f"{page}.html").read_text()
+        assert not re.search(r"\d+%\|[^|<]*\| *\d+/\d+", text), f"{page}: a progress bar is rendered"
+        assert "output stderr" not in text, f"{page}: stderr output is rendered"
     # Exercises are rendered blank: no outputs were stored, none were produced.
     for exercise in sorted((ROOT / "exercises").glob("*.ipynb")):
         assert 'class="cell_output' not in (html / "exercises" / f"{exercise.stem}.html").read_text()

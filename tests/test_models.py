@@ -39,6 +39,18 @@ def test_decoder_block_equals_pytorch(norm_first):
     assert torch.equal(self_w, self_w.tril()) and (cross_w[1, :, :, 3:] == 0).all()
 
 
+def test_causal_hint_changes_no_number_of_the_blocks_or_the_models():
+    torch.manual_seed(0)
+    block = DecoderBlock(D, H, D_FF).eval()
+    x, memory, lens = decoder_inputs()
+    args = (x, memory, causal_mask(5), padding_mask(lens, 6))
+    torch.testing.assert_close(block(*args, self_is_causal=True), block(*args), atol=0, rtol=0)
+    lm = DecoderOnlyLM(DecoderOnlyConfig(11, d_model=D, num_heads=H, d_ff=D_FF, num_layers=2, max_len=12)).eval()
+    tokens = torch.randint(0, 11, (3, 8))
+    with_hint = lm(tokens)  # the model passes the hint itself; with weights it takes the explicit path
+    torch.testing.assert_close(with_hint, lm(tokens, return_weights=True)[0], atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_equal_pytorch(norm_first):
     torch.manual_seed(1)

@@ -63,6 +63,28 @@ def test_fused_path_equals_explicit_path_and_returns_no_weights():
     torch.testing.assert_close(fused, explicit, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_is_causal_hint_gives_the_same_output_and_gradients_as_the_mask(dtype):
+    ours, _ = pair(dtype=dtype)
+    x, _ = inputs(n_q=9, dtype=dtype)
+    runs = {}
+    for name, kwargs in {"hint": dict(is_causal=True), "mask only": {}}.items():
+        x_ = x.clone().requires_grad_()
+        out, weights = ours(x_, mask=causal_mask(9), need_weights=False, **kwargs)
+        out.square().sum().backward()
+        runs[name] = out, x_.grad
+        assert weights is None
+    explicit, _ = ours(x, mask=causal_mask(9), is_causal=True)  # with weights: the explicit path, same output
+    torch.testing.assert_close(runs["hint"][0], runs["mask only"][0], atol=0, rtol=0)
+    torch.testing.assert_close(runs["hint"][1], runs["mask only"][1], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(runs["hint"][0], explicit, atol=1e-6, rtol=1e-5)
+    # and it is causal: changing the last position changes no earlier output
+    x2 = x.clone()
+    x2[:, -1] += 1
+    changed, _ = ours(x2, mask=causal_mask(9), need_weights=False, is_causal=True)
+    torch.testing.assert_close(changed[:, :-1], runs["hint"][0][:, :-1].detach(), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_fully_masked_rows_give_the_output_bias_not_nan(need_weights):
     ours, _ = pair()
@@ -139,6 +161,9 @@ def test_bad_construction(make, error, match):
          r"mask of shape \(2, 1, 5, 6\) does not broadcast to .* \(2, 3, 5, 7\)"),
         (lambda m, x, y: m(x, y, mask=torch.ones(5, 7, dtype=torch.int64)), TypeError, "mask must be boolean"),
         (lambda m, x, y: m(x[None]), ValueError, r"got \(1, 2, 5, 12\)"),
+        (lambda m, x, y: m(x, is_causal=True), ValueError, r"is_causal=True .* needs that mask .* got mask=None"),
+        (lambda m, x, y: m(x, y, mask=causal_mask(5, 7), is_causal=True), ValueError,
+         r"as many queries as keys, got mask=\(5, 7\), n_q=5, n_k=7"),
     ],
 )
 def test_bad_forward_input(call, error, match):

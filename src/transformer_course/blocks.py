@@ -118,17 +118,21 @@ class EncoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, return_weights: bool = False,
-                cache: KVCache | None = None):
+                cache: KVCache | None = None, is_causal: bool = False):
         """x: ``(B, n, d)`` or ``(n, d)``; mask: boolean (True = may attend) broadcastable to
         ``(B, h, n, n)``, e.g. ``padding_mask(lens, n)``. Returns x's shape, and the attention weights
         ``(B, h, n, n)`` too when ``return_weights``. With a ``cache`` (generation), x holds only the new
-        positions and attends over the cached ones too."""
+        positions and attends over the cached ones too. ``is_causal``: a hint that mask is
+        ``causal_mask(n)`` (see :class:`MultiHeadAttention`)."""
+        def attend(h):
+            return self.attention(h, mask=mask, need_weights=return_weights, cache=cache, is_causal=is_causal)
+
         if self.norm_first:
-            attended, weights = self.attention(self.norm1(x), mask=mask, need_weights=return_weights, cache=cache)
+            attended, weights = attend(self.norm1(x))
             x = x + self.dropout1(attended)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            attended, weights = self.attention(x, mask=mask, need_weights=return_weights, cache=cache)
+            attended, weights = attend(x)
             x = self.norm1(x + self.dropout1(attended))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
         return (x, weights) if return_weights else x
@@ -161,11 +165,12 @@ class DecoderBlock(nn.Module):
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, return_weights: bool = False):
+                memory_mask: torch.Tensor | None = None, return_weights: bool = False, self_is_causal: bool = False):
         """Returns x's shape; with ``return_weights`` also ``(self_weights, cross_weights)`` of shapes
-        ``(B, h, n_dec, n_dec)`` and ``(B, h, n_dec, n_enc)``."""
+        ``(B, h, n_dec, n_dec)`` and ``(B, h, n_dec, n_enc)``. ``self_is_causal``: a hint that self_mask is
+        ``causal_mask(n_dec)`` (see :class:`MultiHeadAttention`)."""
         def self_attend(h):
-            return self.self_attention(h, mask=self_mask, need_weights=return_weights)
+            return self.self_attention(h, mask=self_mask, need_weights=return_weights, is_causal=self_is_causal)
 
         def cross_attend(h):  # queries from the decoder, keys and values from the encoder
             return self.cross_attention(h, memory, memory, mask=memory_mask, need_weights=return_weights)

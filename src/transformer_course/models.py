@@ -107,9 +107,9 @@ class TransformerEncoder(nn.Module, _CountsParameters):
 class TransformerDecoder(nn.Module, _CountsParameters):
     """``num_layers`` decoder blocks (+ a final LayerNorm when pre-norm).
 
-    ``forward(x, memory, self_mask=None, memory_mask=None, return_weights=False)``: x ``(B, n_dec, d)``,
-    memory ``(B, n_enc, d)``; returns ``(B, n_dec, d)`` and, on request, a list of
-    ``(self_weights, cross_weights)`` per layer.
+    ``forward(x, memory, self_mask=None, memory_mask=None, return_weights=False, self_is_causal=False)``:
+    x ``(B, n_dec, d)``, memory ``(B, n_enc, d)``; returns ``(B, n_dec, d)`` and, on request, a list of
+    ``(self_weights, cross_weights)`` per layer. ``self_is_causal`` is the hint of :class:`DecoderBlock`.
     """
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
@@ -120,14 +120,15 @@ class TransformerDecoder(nn.Module, _CountsParameters):
                                     for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model) if norm_first else None
 
-    def forward(self, x, memory, self_mask=None, memory_mask=None, return_weights: bool = False):
+    def forward(self, x, memory, self_mask=None, memory_mask=None, return_weights: bool = False,
+                self_is_causal: bool = False):
         weights = []
         for layer in self.layers:
             if return_weights:
-                x, w = layer(x, memory, self_mask, memory_mask, return_weights=True)
+                x, w = layer(x, memory, self_mask, memory_mask, return_weights=True, self_is_causal=self_is_causal)
                 weights.append(w)
             else:
-                x = layer(x, memory, self_mask, memory_mask)
+                x = layer(x, memory, self_mask, memory_mask, self_is_causal=self_is_causal)
         if self.norm is not None:
             x = self.norm(x)
         return (x, weights) if return_weights else x
@@ -214,7 +215,7 @@ class Seq2SeqTransformer(nn.Module, _CountsParameters):
             raise ValueError(f"tgt and src must have the same batch size, got {tgt.shape[0]} and {memory.shape[0]}")
         x = self.positional(self.tgt_embedding(tgt) * self.scale)
         out = self.decoder(x, memory, causal_mask(tgt.shape[1], device=tgt.device), src_mask,
-                           return_weights=return_weights)
+                           return_weights=return_weights, self_is_causal=True)
         if return_weights:
             return self.head(out[0]), out[1]
         return self.head(out)
@@ -304,13 +305,14 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
             raise ValueError(f"positions {offset}..{offset + n - 1} exceed max_len={c.max_len}")
         # One new token after the cache may see every position: no mask needed (and none to check).
         mask = None if n == 1 else causal_mask(n, offset + n, offset=offset, device=tokens.device)
+        is_causal = mask is not None and offset == 0  # square: the fused kernel can skip the masked half
         weights = []
         for i, block in enumerate(self.blocks):
             layer_cache = cache[i] if cache else None
             if return_weights:
-                x, w = block(x, mask, return_weights=True, cache=layer_cache)
+                x, w = block(x, mask, return_weights=True, cache=layer_cache, is_causal=is_causal)
                 weights.append(w)
             else:
-                x = block(x, mask, cache=layer_cache)
+                x = block(x, mask, cache=layer_cache, is_causal=is_causal)
         logits = self.head(self.norm(x))
         return (logits, weights) if return_weights else logits

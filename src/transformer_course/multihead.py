@@ -136,6 +136,7 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -150,6 +151,9 @@ class MultiHeadAttention(nn.Module):
                 ``F.scaled_dot_product_attention`` computes the output and the weights are ``None``.
             cache: for self-attention during generation: the new positions' keys and values are appended
                 to it and the queries attend over all cached positions (``n_k = n_past + n_new``).
+            is_causal: a hint, as in PyTorch, that ``mask`` is the square causal mask ``causal_mask(n)``.
+                The fused path then skips the masked half of the scores instead of reading the mask
+                (the same numbers, faster); the explicit path uses ``mask`` as always.
 
         Returns:
             ``(output, weights)``: output like ``query``, ``(B, n_q, d)``; weights ``(B, h, n_q, n_k)``
@@ -176,6 +180,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query and key must have the same batch size, got {query.shape[0]} and {key.shape[0]}")
         batched = query.dim() == 3
         n_k = key.shape[-2] + (len(cache) if cache is not None else 0)
+        if is_causal and (mask is None or query.shape[-2] != n_k):
+            raise ValueError(
+                "is_causal=True is a hint that mask is the square causal mask causal_mask(n): it needs that mask "
+                f"and as many queries as keys, got mask={'None' if mask is None else tuple(mask.shape)}, "
+                f"n_q={query.shape[-2]}, n_k={n_k}"
+            )
         if mask is not None:
             mask = _heads_mask(mask, batched)
             scores_shape = (*query.shape[:-2], self.num_heads, query.shape[-2], n_k)
@@ -193,11 +203,13 @@ class MultiHeadAttention(nn.Module):
             group = self.num_heads // self.num_kv_heads
             k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights or (mask is not None and _empty_rows(mask, -1, q.dim()).any()):
+        if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
             # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).
             heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)
         else:
-            heads, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
+                                                   is_causal=is_causal)
+            weights = None
         output = self.W_o(merge_heads(heads))
         return output, (weights if need_weights else None)
 

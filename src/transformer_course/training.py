@@ -116,7 +116,8 @@ def train(
     """
     max_steps = _validate.integer("max_steps", max_steps, minimum=1)
     torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    # foreach: one kernel per operation for all parameters (bit-identical to the per-parameter loop, faster)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, max_steps))
     history, start = History(), time.perf_counter()
     bar, finish_bar = _progress_bar(max_steps, progress)

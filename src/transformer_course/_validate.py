@@ -62,7 +62,10 @@ def mask(name: str, m, target_shape: torch.Size) -> torch.Tensor:
         raise TypeError(
             f"{name} must be boolean (True = may attend) or floating (additive 0 / -inf), got {m.dtype}"
         )
-    if broadcast_shapes(m.shape, target_shape) != tuple(target_shape):
+    # Broadcasting without enlarging: each of the mask's trailing sizes is 1 or the target's size.
+    shape, target = tuple(m.shape), tuple(target_shape)
+    if len(shape) > len(target) or any(s not in (1, t) for s, t in zip(shape, target[len(target) - len(shape):],
+                                                                        strict=True)):
         raise ValueError(
             f"{name} of shape {tuple(m.shape)} does not broadcast to the attention scores' shape "
             f"{tuple(target_shape)} (..., n_q, n_k)"

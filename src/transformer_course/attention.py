@@ -21,6 +21,11 @@ def _apply_mask(scores: torch.Tensor, mask: torch.Tensor | None, inplace: bool =
     if mask is None:
         return scores
     if mask.dtype == torch.bool:
+        if inplace and mask.numel() < scores.numel():
+            # A mask broadcast over the scores (a causal (n, n) over (B, h, n, n)): adding it as 0 / -inf is
+            # twice as fast as masked_fill_ with broadcasting on CPU, and gives the same weights.
+            return scores.add_(torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+                               .masked_fill_(~mask, float("-inf")))
         return (scores.masked_fill_ if inplace else scores.masked_fill)(~mask, float("-inf"))
     # An additive mask of another floating dtype (float32 from to_additive_mask, say, on float64 scores)
     # would otherwise promote the weights and fail later in ``weights @ value``.
@@ -134,11 +139,16 @@ def scaled_dot_product_attention(
     dropout_p = _validate.real("dropout_p", dropout_p)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
-    elif not _validate.real("scale", scale) > 0:
+    if scale is not None and not _validate.real("scale", scale) > 0:
         raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return _attention(q, k, v, mask, dropout_p, scale, batch)
 
+
+def _attention(q, k, v, mask, dropout_p: float, scale: float | None, batch: torch.Size):
+    """:func:`scaled_dot_product_attention` without the checks, for callers that made them; ``batch`` is the
+    leading dimensions of q, k and v broadcast together."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k); scaling q costs n_q d_k, not n_q n_k
     owned = scores.shape == (*batch, n_q, n_k)
     # The scores carry the batch dims of q and k only; when value (or the mask) has more, expand them

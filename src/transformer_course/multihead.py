@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.attention import _empty_rows, scaled_dot_product_attention
+from transformer_course.attention import _attention, _empty_rows
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -205,7 +205,7 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
             # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).
-            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)
+            heads, weights = _attention(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked above
         else:
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
                                                    is_causal=is_causal)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_course.blocks import AddNorm, EncoderBlock, PositionWiseFFN
+from transformer_course.blocks import AddNorm, EncoderBlock, PositionWiseFFN, RMSNorm
 from transformer_course.masking import padding_mask
 
 D, H, D_FF = 16, 4, 64
@@ -63,6 +63,10 @@ def test_add_norm():
         (lambda: PositionWiseFFN(16, 0), ValueError, "d_ff must be >= 1, got 0"),
         (lambda: EncoderBlock.from_pytorch(nn.Linear(2, 2)), TypeError, "nn.TransformerEncoderLayer, got Linear"),
         (lambda: EncoderBlock(16, 4, 64)(torch.randn(2, 5, 12)), ValueError, r"query must have shape \(B, n, 16\)"),
+        (lambda: PositionWiseFFN(16, 64)(torch.randn(2, 5, 12)), ValueError,
+         r"x must have shape \(\.\.\., 16\) \(vectors of width d_model=16\), got \(2, 5, 12\)"),
+        (lambda: PositionWiseFFN(16, 64)(torch.ones(2, 16, dtype=torch.long)), TypeError, "x must have a floating"),
+        (lambda: RMSNorm(16)(torch.randn(2, 8)), ValueError, r"x must have shape \(\.\.\., 16\) .* got \(2, 8\)"),
     ],
 )
 def test_bad_input(call, error, match):

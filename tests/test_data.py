@@ -16,6 +16,15 @@ def test_tokenizer_round_trip_and_specials():
     assert tok.decode(ids + [tok.pad_id, tok.stoi["a"]]) == "abc"  # stops at <eos>
     with pytest.raises(ValueError, match=r"characters outside the vocabulary: \['z'\]"):
         tok.encode("az")
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 6\) for this vocabulary, got 6"):
+        tok.decode([3, 6])
+
+
+@pytest.mark.parametrize("min_len, max_len, match", [(0, 3, "min_len must be >= 1, got 0"),
+                                                     (5, 3, "max_len must be >= 5, got 3")])
+def test_sort_examples_lengths_are_checked(min_len, max_len, match):
+    with pytest.raises(ValueError, match=match):
+        data.sort_examples(4, min_len=min_len, max_len=max_len)
 
 
 def test_every_format_of_every_date_is_encodable_and_month_day_are_right():

@@ -52,6 +52,8 @@ def test_masked_cross_entropy_ignores_padding():
     torch.testing.assert_close(masked_cross_entropy(logits, targets), expected)
     with pytest.raises(ValueError, match=r"disagree: \(2, 3, 5\) and \(2, 2\)"):
         masked_cross_entropy(logits, targets[:, :2])
+    with pytest.raises(TypeError, match=r"targets must hold class indices \(torch.long\), got dtype torch.float32"):
+        masked_cross_entropy(logits, targets.float())
 
 
 def test_schedule_and_exact_match():

@@ -31,6 +31,14 @@ def tensor(name: str, x, *, min_dim: int = 0, floating: bool = False) -> torch.T
     return x
 
 
+def features(name: str, x, d: int) -> torch.Tensor:
+    """Require a floating tensor ``(..., d)``: vectors of width ``d`` at every position."""
+    tensor(name, x, min_dim=1, floating=True)
+    if x.shape[-1] != d:
+        raise ValueError(f"{name} must have shape (..., {d}) (vectors of width d_model={d}), got {tuple(x.shape)}")
+    return x
+
+
 def integer(name: str, value, *, minimum: int | None = None) -> int:
     """Require a whole number (not a bool), at least ``minimum``; returns it as an int."""
     if isinstance(value, bool):

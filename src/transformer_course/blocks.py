@@ -32,6 +32,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(_validate.integer("d_model", d_model, minimum=1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _validate.features("x", x, self.weight.shape[0])
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
@@ -70,7 +71,7 @@ class PositionWiseFFN(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.W_1(x)
+        hidden = self.W_1(_validate.features("x", x, self.W_1.in_features))
         if self.gated:
             gate, up = hidden.chunk(2, dim=-1)
             return self.W_2(self.dropout(self.activation(gate) * up))

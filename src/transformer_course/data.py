@@ -44,6 +44,8 @@ class CharTokenizer:
         """Characters up to the first ``<eos>``; ``<pad>`` and ``<bos>`` are skipped."""
         out = []
         for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+            if not 0 <= i < len(self.itos):
+                raise ValueError(f"ids must lie in [0, {len(self.itos)}) for this vocabulary, got {i}")
             if i == self.eos_id:
                 break
             if i not in (self.pad_id, self.bos_id):
@@ -145,6 +147,8 @@ SORT_CHARS = "0123456789="
 def sort_examples(n: int, seed: int = 0, min_len: int = 2, max_len: int = 8) -> list[tuple[str, str]]:
     """``n`` pairs (prompt, answer): ``"73915="`` and ``"13579"``, digit strings of min_len..max_len."""
     n = _validate.integer("n", n, minimum=1)
+    min_len = _validate.integer("min_len", min_len, minimum=1)
+    max_len = _validate.integer("max_len", max_len, minimum=min_len)
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):

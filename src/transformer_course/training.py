@@ -26,6 +26,8 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: in
     """
     _validate.tensor("logits", logits, min_dim=3, floating=True)
     _validate.tensor("targets", targets, min_dim=2)
+    if targets.dtype != torch.long:
+        raise TypeError(f"targets must hold class indices (torch.long), got dtype {targets.dtype}")
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits (B, n, |V|) and targets (B, n) disagree: {tuple(logits.shape)} and "
                          f"{tuple(targets.shape)}")

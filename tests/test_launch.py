@@ -5,6 +5,7 @@ The launch links themselves are tested on the built pages, in tests/test_book.py
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def test_the_requirement_names_the_package_and_the_configured_branch():
     assert f'Repository = "{URL}"' in pyproject and f'Issues = "{URL}/issues"' in pyproject
 
 
-def run_install_cell(monkeypatch, *, installed: bool, colab: bool):
+def run_install_cell(monkeypatch, *, installed: bool, colab: bool, pip_error: str = ""):
     """Run the install cell's code with pip and Colab stubbed out; returns (pip commands, Colab calls)."""
     import importlib.util
 
@@ -52,7 +53,12 @@ def run_install_cell(monkeypatch, *, installed: bool, colab: bool):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: (real_find_spec(name, *a) if installed or name != "transformer_course"
                                           else None))
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: pip.append((cmd, kw)))
+
+    def fake_pip(cmd, **kwargs):
+        pip.append((cmd, kwargs))
+        return subprocess.CompletedProcess(cmd, 1 if pip_error else 0, stdout="", stderr=pip_error)
+
+    monkeypatch.setattr(subprocess, "run", fake_pip)
     if colab:
         output = types.SimpleNamespace(enable_custom_widget_manager=lambda: colab_calls.append("widgets"))
         monkeypatch.setitem(sys.modules, "google.colab", types.SimpleNamespace(output=output))
@@ -64,8 +70,15 @@ def run_install_cell(monkeypatch, *, installed: bool, colab: bool):
 def test_install_cell_installs_the_package_only_where_it_is_missing(monkeypatch):
     pip, colab = run_install_cell(monkeypatch, installed=False, colab=True)
     assert pip == [([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", launch.requirement(URL, BRANCH)],
-                    {"check": True})]
+                    {"capture_output": True, "text": True})]
     assert colab == ["widgets"]
+
+
+def test_install_cell_shows_why_pip_failed(monkeypatch):
+    error = "ERROR: Could not find a version that satisfies the requirement\n"
+    package = re.escape(launch.requirement(URL, BRANCH))
+    with pytest.raises(RuntimeError, match=f"pip could not install {package}:\n{error}"):
+        run_install_cell(monkeypatch, installed=False, colab=False, pip_error=error)
 
 
 @pytest.mark.parametrize("colab", [False, True])

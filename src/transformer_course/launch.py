@@ -48,6 +48,7 @@ def requirement(url: str, branch: str) -> str:
 
 def install_cell_source(url: str, branch: str) -> str:
     """The text of the install cell for the repository ``url`` at ``branch``."""
+    # pip's own output goes to the kernel's terminal, not to the notebook: on failure, the cell shows it.
     # --no-deps: Colab's own PyTorch, numpy, matplotlib, ipywidgets and tqdm are what the package imports;
     # its pinned dependencies would replace Colab's GPU build of PyTorch with a download of several GB.
     return f'''# In Colab (or any Python without the course package) this installs the package from the course
@@ -58,7 +59,10 @@ import sys
 
 if importlib.util.find_spec("transformer_course") is None:
     package = "{requirement(url, branch)}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", package], check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install {{package}}:\\n{{pip.stderr[-3000:]}}")
     importlib.invalidate_caches()
 if "google.colab" in sys.modules:  # Colab draws ipywidgets 8 only through its custom widget manager
     from google.colab import output

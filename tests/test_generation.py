@@ -49,8 +49,15 @@ def test_kv_cache_grows_and_rejects_other_batch_shapes():
     assert len(cache) == 74 and keys.shape == (2, 4, 74, 8) and torch.equal(values, -keys)
     assert torch.equal(cache.keys, keys) and torch.equal(cache.values, values)
     assert KVCache().keys is None
-    with pytest.raises(ValueError, match=r"the cache holds \(B, h\) = \(2, 4\)"):
+    with pytest.raises(ValueError, match=r"the cache holds \(B, h, n_past, d_h\) = \(2, 4, 74, 8\), got keys of shape "
+                                         r"\(1, 4, 1, 8\)"):
         cache.append(torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8))
+    with pytest.raises(ValueError, match=r"= \(2, 4, 74, 8\), got keys of shape \(2, 4, 1, 6\)"):
+        cache.append(torch.randn(2, 4, 1, 6), torch.randn(2, 4, 1, 6))
+    with pytest.raises(ValueError, match=r"keys and values must agree in \(B, h, n_new\), got shapes "
+                                         r"\(2, 4, 3, 8\) and \(2, 4, 2, 8\)"):
+        KVCache().append(torch.randn(2, 4, 3, 8), torch.randn(2, 4, 2, 8))
+    assert len(cache) == 74  # a refused append leaves the cache as it was
 
 
 def test_sample_next_temperature_and_top_k():

@@ -68,9 +68,13 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, h, n_new, d_h)`` keys and values; return all of them, ``(B, h, n_past + n_new, d_h)``."""
-        if self._k is not None and self._k.shape[:-2] != k.shape[:-2]:
-            raise ValueError(f"the cache holds (B, h) = {tuple(self._k.shape[:-2])}, got keys of shape "
-                             f"{tuple(k.shape)}")
+        if k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"keys and values must agree in (B, h, n_new), got shapes {tuple(k.shape)} and "
+                             f"{tuple(v.shape)}")
+        if self._k is not None and (self._k.shape[:-2] != k.shape[:-2] or self._k.shape[-1] != k.shape[-1]):
+            held = (*self._k.shape[:-2], self.length, self._k.shape[-1])
+            raise ValueError(f"the cache holds (B, h, n_past, d_h) = {held}, got keys of shape {tuple(k.shape)}: "
+                             "new keys must match in B, h and d_h")
         end = self.length + k.shape[-2]
         if self._k is None or end > self._k.shape[-2]:
             capacity = max(64, 2 * end)

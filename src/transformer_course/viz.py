@@ -32,6 +32,14 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (4, 3.5)) -> Axes:
     return ax if ax is not None else plt.subplots(figsize=size)[1]
 
 
+def _check_labels(shape, row_labels, col_labels) -> None:
+    for name, labels, size, what in (("row_labels", row_labels, shape[0], "row"),
+                                     ("col_labels", col_labels, shape[1], "column")):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"{name} must have one label per {what} of the {tuple(shape)} matrix ({size}), "
+                             f"got {len(labels)}")
+
+
 def _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title):
     if col_labels is not None:
         ax.set_xticks(range(len(col_labels)), col_labels, rotation=90 if len(col_labels) > 6 else 0)
@@ -60,6 +68,7 @@ def heatmap(
 ) -> Axes:
     """Draw an ``(n_q, n_k)`` matrix (attention weights by default: rows are queries, columns keys)."""
     values = _matrix("matrix", matrix).float()
+    _check_labels(values.shape, row_labels, col_labels)
     ax = _axes(ax)
     image = ax.imshow(values.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title)
@@ -88,6 +97,7 @@ def mask_image(
     An additive mask (0 / -inf) is drawn the same way: allowed where it is above -inf.
     """
     mask = _matrix("mask", mask)
+    _check_labels(mask.shape, row_labels, col_labels)
     allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
     ax = _axes(ax)
     ax.imshow(allowed.numpy(), cmap=MASK_CMAP, vmin=0, vmax=1, aspect="auto")
@@ -108,6 +118,8 @@ def heatmaps(
     matrices = [_matrix(f"matrices[{i}]", m).float() for i, m in enumerate(matrices)]
     if not matrices:
         raise ValueError("matrices must hold at least one matrix, got none")
+    if titles is not None and len(titles) != len(matrices):
+        raise ValueError(f"titles must have one title per matrix ({len(matrices)}), got {len(titles)}")
     ncols = _validate.integer("ncols", ncols if ncols is not None else min(len(matrices), 4), minimum=1)
     nrows = -(-len(matrices) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows), squeeze=False,

@@ -1,0 +1,112 @@
+"""Figures and widgets: what they draw is the data they were given, and bad input gets a clear error.
+
+The lessons show these figures (nbval re-runs them); here they are checked directly: the image a heatmap
+shows is the matrix, a mask is drawn the same in both of its forms, every explorer's display carries a PNG
+of its default settings (what the book shows) and redraws when a control moves.
+"""
+
+import base64
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from transformer_course import viz, widgets
+from transformer_course.masking import causal_mask, to_additive_mask
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_heatmap_shows_the_matrix_with_its_labels_and_values():
+    weights = torch.softmax(torch.randn(3, 4), -1)
+    ax = viz.heatmap(weights, row_labels=list("abc"), col_labels=list("wxyz"), annotate=True, title="t")
+    np.testing.assert_allclose(ax.images[0].get_array(), weights.numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
+    assert [t.get_text() for t in ax.get_yticklabels()] == list("abc")
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{v:.2f}" for v in weights.flatten().tolist())
+    assert ax.get_title() == "t"
+
+
+def test_mask_image_draws_boolean_and_additive_masks_alike():
+    mask = causal_mask(5)
+    boolean, additive = viz.mask_image(mask), viz.mask_image(to_additive_mask(mask))
+    np.testing.assert_array_equal(boolean.images[0].get_array(), mask.numpy())
+    np.testing.assert_array_equal(additive.images[0].get_array(), boolean.images[0].get_array())
+
+
+def test_heatmaps_share_one_colour_scale_and_hide_spare_axes():
+    matrices = torch.rand(5, 3, 3) * torch.arange(1, 6).view(5, 1, 1)
+    fig = viz.heatmaps(matrices, titles=[f"head {i}" for i in range(5)], ncols=3)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 5 and {im.get_clim() for im in images} == {(0.0, float(matrices.max()))}
+    assert [ax.get_title() for ax in fig.axes if ax.images] == [f"head {i}" for i in range(5)]
+
+
+def test_weight_bars_and_diagrams_draw():
+    ax = viz.weight_bars(torch.tensor([0.1, 0.6, 0.3]), labels=["a", "b", "c"])
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.1, 0.6, 0.3])
+    pre, post = viz.block_diagram(norm_first=True), viz.block_diagram()
+    assert "pre-norm" in pre.get_title() and "post-norm" in post.get_title()
+    for kind, stacks in [("encoder-decoder", 2), ("decoder-only", 1), ("encoder-only", 1)]:
+        ax = viz.stack_diagram(kind=kind, num_layers=3)
+        assert sum("#3" in t.get_text() for t in ax.texts) == stacks
+
+
+def test_logo_is_a_square_png(tmp_path):
+    viz.draw_logo(str(tmp_path / "logo.png"), size_px=64)
+    data = (tmp_path / "logo.png").read_bytes()
+    assert data.startswith(PNG) and plt.imread(tmp_path / "logo.png").shape[:2] == (64, 64)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: viz.heatmap(torch.rand(2, 3, 4)), ValueError, r"matrix must be a 2-D matrix \(n_q, n_k\), got shape"),
+        (lambda: viz.heatmap(torch.rand(3, 4), row_labels=["a"]), ValueError,
+         r"row_labels must have one label per row of the \(3, 4\) matrix \(3\), got 1"),
+        (lambda: viz.mask_image(causal_mask(3), col_labels=list("abcd")), ValueError,
+         r"col_labels must have one label per column of the \(3, 3\) matrix \(3\), got 4"),
+        (lambda: viz.heatmaps([]), ValueError, "at least one matrix"),
+        (lambda: viz.heatmaps(torch.rand(2, 3, 3), titles=["one"]), ValueError, r"one title per matrix \(2\), got 1"),
+        (lambda: viz.weight_bars(torch.rand(2, 2)), ValueError, r"weights must be a vector \(n_k,\)"),
+        (lambda: viz.weight_bars(torch.rand(3), labels=["a"]), ValueError, r"one entry per weight \(3\), got 1"),
+        (lambda: viz.stack_diagram(kind="gpt"), ValueError, "kind must be one of"),
+        (lambda: viz.stack_diagram(num_layers=0), ValueError, "num_layers must be >= 1, got 0"),
+        (lambda: widgets.demo_mask("diagonal", 4, 2), ValueError, "kind must be one of"),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("causal", causal_mask(4)),
+    ("padding", torch.tensor([True, True, False, False]).expand(4, 4)),
+    ("causal + padding", causal_mask(4) & torch.tensor([True, True, False, False])),
+])
+def test_demo_masks(kind, expected):
+    assert torch.equal(widgets.demo_mask(kind, 4, 2), expected)
+
+
+@pytest.mark.parametrize("make", [widgets.attention_explorer, widgets.mask_explorer, widgets.head_explorer,
+                                  widgets.positional_explorer])
+def test_explorers_carry_a_png_of_their_defaults_and_redraw(make):
+    explorer = make()
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]).startswith(PNG)
+    assert "interactive in Jupyter" in bundle["text/plain"]
+    before = explorer._out.outputs[0]["data"]["image/png"]
+    control = next(iter(explorer._controls.values()))
+    options = getattr(control, "options", None)
+    control.value = options[0] if options else control.min  # move the first control to one end
+    assert explorer._out.outputs[0]["data"]["image/png"] != before
+    assert explorer._repr_mimebundle_()["image/png"] == bundle["image/png"]  # the book's picture: the defaults

@@ -48,8 +48,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
 
+# As root (a container, say) Jupyter refuses to start unless told that this is intended.
 lab: $(STAMP)
-	$(BIN)/jupyter lab exercises/
+	$(BIN)/jupyter lab exercises/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 execute: $(STAMP)
 	$(BIN)/transformer-course execute lessons solutions

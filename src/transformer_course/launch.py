@@ -75,15 +75,12 @@ def sync_install_cell(nb: nbformat.NotebookNode, source: str) -> bool:
     Returns True if ``nb`` changed.
     """
     cells = nb.cells
-    existing = [c for c in cells if c.get("id") == INSTALL_CELL_ID]
-    if existing:
-        cell = existing[0]
-        if cell.source == source and cell.cell_type == "code":
-            return False
+    cell = next((c for c in cells if c.get("id") == INSTALL_CELL_ID), None)
+    if cell is not None:
         if cell.cell_type != "code":
             raise ValueError(f"cell {INSTALL_CELL_ID!r} must be a code cell, it is a {cell.cell_type} cell")
-        cell.source = source
-        return True
+        changed, cell.source = cell.source != source, source
+        return changed
     cell = nbformat.v4.new_code_cell(source, id=INSTALL_CELL_ID, metadata={"tags": ["hide-input"]})
     first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
     cells.insert(first_code, cell)

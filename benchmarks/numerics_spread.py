@@ -1,0 +1,190 @@
+"""How far a training lesson's results move with the machine's numerics and the seed.
+
+The stored outputs of a lesson come from one machine; nbval re-executes the lesson on others, whose CPUs,
+vector units, thread counts and BLAS paths round differently, so a trained model takes another trajectory.
+This script executes a lesson, top to bottom in a fresh kernel, under several numerics configurations
+(environment variables read by PyTorch, OpenMP and MKL) and two seeds, and prints the metrics that the
+lesson's asserts test, with their minimum, median and maximum, so that each asserted threshold can be set
+clearly below what every configuration reaches.
+
+Another seed is obtained without editing the lesson: a cell inserted after the ``setup`` cell shifts every
+``torch.manual_seed(s)`` call to ``s + offset`` (initial weights and training order change; the data sets,
+drawn from their own seeds, do not).
+
+    python benchmarks/numerics_spread.py lessons/09_training_a_translator.ipynb
+    python benchmarks/numerics_spread.py lessons/10_generation_and_kv_cache.ipynb --configs default aten=default
+    python benchmarks/numerics_spread.py LESSON --seeds 0 1 2 --json results.json
+
+Each run takes as long as the lesson (about 30-70 s on 2 cores); the defaults run 8 configurations x 2 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# name -> environment variables. PyTorch reads ATEN_CPU_CAPABILITY (its vectorised kernels: default = no
+# SIMD, avx2, avx512), OpenMP OMP_NUM_THREADS, MKL MKL_CBWR (conditional numerical reproducibility: a code path
+# that gives the same bits on every CPU) and MKL_ENABLE_INSTRUCTIONS (the widest instruction set MKL may use).
+CONFIGS = {
+    "default": {},
+    "threads=1": {"OMP_NUM_THREADS": "1"},
+    "threads=3": {"OMP_NUM_THREADS": "3"},
+    "aten=default": {"ATEN_CPU_CAPABILITY": "default"},
+    "aten=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "mkl=compatible": {"MKL_CBWR": "COMPATIBLE"},
+    "avx2-cpu": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "portable-1": {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"},
+    "portable-2": {"MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "3"},
+}
+DEFAULT_CONFIGS = ["default", "threads=1", "threads=3", "aten=default", "aten=avx2", "mkl=compatible", "avx2-cpu",
+                   "portable-1"]
+
+# lesson file name -> {metric: (cell id, Python expression)}: the expression is evaluated in the lesson's namespace
+# right after that cell ran. Each metric is one that an assert of the lesson tests; the comment gives the assert.
+METRICS = {
+    "09_training_a_translator.ipynb": {
+        "valid exact match": ("train-report", "history.metric('accuracy')[-1]"),  # >= threshold
+        "loss first / last 25 steps": ("curves-check", "float(start / end)"),  # > 100
+        "test exact match": ("test-accuracy", "test_accuracy"),  # >= threshold
+        "worst format": ("per-format", "min(per_format.values())"),  # >= threshold
+        "layers aligned": ("alignment-check", "len(aligned_layers)"),  # >= 1
+        "layers aligned, every format": ("alignment-formats", "len(layers_for_all)"),  # >= 1
+        "training seconds": ("train-report", "history.seconds"),
+    },
+    "10_generation_and_kv_cache.ipynb": {
+        "valid exact match": ("train-report", "history.evals[-1]['accuracy']"),  # >= threshold
+        "least greedy probability": ("step-by-step", "float(chosen.min())"),  # > 0.5
+        "test exact match": ("test", "test_accuracy"),  # >= threshold
+        "unseen exact match": ("test", "unseen_accuracy"),  # >= threshold
+        "greedy - sampled at T=3": ("sampling-model", "test_accuracy - sampled[None][-1]"),  # > 0.05
+        "top-2 - all at T=3": ("sampling-model", "sampled[2][-1] - sampled[None][-1]"),  # > 0
+        "cached - full logits": ("cache-model", "difference"),  # < 1e-4
+        "training seconds": ("train-report", "history.seconds"),
+    },
+    "11_beyond_the_original.ipynb": {
+        "reference loss, worst seed": ("noise", "max(reference_losses)"),  # < 0.3
+        "post-norm loss - token entropy": ("prenorm-entropy", "abs(post - frequency_entropy)"),  # < 0.05
+        "pre-norm / post-norm loss": ("prenorm-entropy", "pre / post"),  # < 0.5
+        "warmed-up post-norm / post-norm": ("prenorm-entropy", "post_warm / post"),  # < 0.5
+        "RMSNorm / worst reference": ("rms-train", "final_loss('RMSNorm') / max(reference_losses)"),  # < 2
+        "FFN variants / worst reference": (
+            "ffn-train", "max(final_loss(n) for n in ffn_names) / max(reference_losses)"),  # < 2
+        "positions, least exact match 2-6": ("extrapolation-eval", "min(mean(exact[k][trained]) for k in kinds)"),
+        "positions, most exact match 8-10": ("extrapolation-eval", "max(max(exact[k][6:]) for k in kinds)"),  # < 0.3
+        "rotary - best other, forced 7-10": ("extrapolation-eval", "mean(forced['rotary'][longer]) - max("
+                                             "mean(forced['learned'][longer]), mean(forced['sinusoidal'][longer]))"),
+        "learned rows: change / 10 decay": ("learned-rows", "float(change[:seen].min() / (10 * (1 - shrink)))"),
+        "GQA variants / worst reference": (
+            "gqa-train", "max(final_loss(n) for n in gqa_names) / max(reference_losses)"),  # < 3
+        "GQA variants, least exact match": (
+            "gqa-train", "min(accuracy(runs[n][0], valid_pairs) for n in gqa_names)"),  # > 0.7
+    },
+}
+
+SEED_CELL = """\
+# numerics_spread.py: every torch.manual_seed(s) below becomes torch.manual_seed(s + {offset})
+import torch as _torch
+_manual_seed = _torch.manual_seed
+_torch.manual_seed = lambda seed: _manual_seed(seed + {offset})
+"""
+# After a cell: its metrics, or why they could not be computed (a cell they need failed).
+CAPTURE = """\
+for _name, _expr in {metrics!r}.items():
+    try:
+        _spread[_name] = float(eval(_expr))
+    except Exception as _error:
+        _spread[_name] = repr(_error)
+"""
+MARK = "__NUMERICS_SPREAD__"
+
+
+def run_once(path: Path, offset: int, timeout: int) -> dict:
+    """Execute the lesson in a fresh kernel (this process's environment) and return its metrics and errors."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from transformer_course.authoring import current_env_kernel_manager
+
+    nb = nbformat.read(path, as_version=4)
+    by_cell: dict[str, dict[str, str]] = {}
+    for name, (cell_id, expr) in METRICS[path.name].items():
+        by_cell.setdefault(cell_id, {})[name] = expr
+    cells = []
+    for cell in nb.cells:
+        cells.append(cell)
+        if cell.get("id") == "setup":
+            seeds = SEED_CELL.format(offset=offset) if offset else ""
+            cells.append(nbformat.v4.new_code_cell("_spread = {}\n" + seeds))
+        if cell.get("id") in by_cell:
+            cells.append(nbformat.v4.new_code_cell(CAPTURE.format(metrics=by_cell.pop(cell["id"]))))
+    if by_cell:
+        raise ValueError(f"{path.name} has no cells {sorted(by_cell)}")
+    nb.cells = cells + [nbformat.v4.new_code_cell(f"import json\nprint({MARK!r} + json.dumps(_spread))")]
+    client = NotebookClient(nb, km=current_env_kernel_manager(), timeout=timeout, allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    begin = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - begin
+    errors = [f"{c.get('id')}: {o.ename}: {o.evalue.splitlines()[0] if o.evalue else ''}"[:200]
+              for c in nb.cells[:-1] if c.cell_type == "code" and c.get("id") for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
+    values = json.loads(text.split(MARK, 1)[1]) if MARK in text else {}
+    return {"metrics": values, "errors": errors, "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("lesson", type=Path)
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1], help="seed offsets (0: the lesson's own)")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--json", type=Path, help="also write every run's results to this file")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a single run, in a child process
+    args = parser.parse_args()
+    if args.lesson.name not in METRICS:
+        parser.error(f"no metrics are defined for {args.lesson.name}; known: {', '.join(METRICS)}")
+    if args.one:
+        print(MARK + json.dumps(run_once(args.lesson, args.seeds[0], args.timeout)))
+        return
+
+    runs = []
+    for seed in args.seeds:
+        for config in args.configs:
+            # A child process per run: the kernel inherits exactly this configuration's environment.
+            env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **CONFIGS[config]}
+            child = subprocess.run([sys.executable, __file__, str(args.lesson), "--one", "--seeds", str(seed),
+                                    "--timeout", str(args.timeout)], env=env, capture_output=True, text=True)
+            if MARK not in child.stdout:
+                result = {"metrics": {}, "errors": [f"the run failed: {child.stderr[-500:]}"], "seconds": 0.0}
+            else:
+                result = json.loads(child.stdout.split(MARK, 1)[1])
+            runs.append({"config": config, "seed": seed, **result})
+            failed = f"  FAILED CELLS: {'; '.join(result['errors'])}" if result["errors"] else ""
+            shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in result["metrics"].items())
+            print(f"[{config}, seed +{seed}] {result['seconds']:.0f} s: {shown}{failed}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+
+    print(f"\n{args.lesson.name}: {len(runs)} runs ({len(args.configs)} configurations x {len(args.seeds)} seeds)")
+    print(f"{'metric':<36}{'min':>10}{'median':>10}{'max':>10}")
+    for name in METRICS[args.lesson.name]:
+        values = [r["metrics"][name] for r in runs if isinstance(r["metrics"].get(name), float)]
+        if values:
+            print(f"{name:<36}{min(values):>10.4g}{statistics.median(values):>10.4g}{max(values):>10.4g}")
+    failures = [r for r in runs if r["errors"]]
+    print(f"runs with a failing cell: {len(failures)} of {len(runs)}")
+    for r in failures:
+        print(f"  {r['config']}, seed +{r['seed']}: {'; '.join(r['errors'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_course.training import exact_match, masked_cross_entropy, train, warmup_cosine
+from transformer_course.training import exact_match, masked_cross_entropy, parameter_groups, train, warmup_cosine
 
 
 def regression_problem():
@@ -60,3 +60,19 @@ def test_schedule_and_exact_match():
     assert warmup_cosine(0, 10, 100) == pytest.approx(0.1) and warmup_cosine(9, 10, 100) == 1.0
     assert warmup_cosine(100, 10, 100) == pytest.approx(0.1)
     assert exact_match(["a", "b"], ["a", "c"]) == 0.5
+
+
+def test_weight_decay_shrinks_matrices_only():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(5, 4), nn.Linear(4, 4), nn.LayerNorm(4))
+    groups = parameter_groups(model, 0.1)
+    assert [(len(g["params"]), g["weight_decay"]) for g in groups] == [(2, 0.1), (3, 0.0)]
+    before = [p.detach().clone() for p in model.parameters()]
+    # A loss with zero gradient: Adam's step is 0, so only the decay can move a parameter.
+    train(model, lambda i: (torch.zeros(1),), lambda m, b: 0 * sum(p.sum() for p in m.parameters()), max_steps=1,
+          lr=0.5, warmup_steps=1, weight_decay=0.1, progress=False)
+    for (name, p), old in zip(model.named_parameters(), before, strict=True):
+        if p.dim() >= 2:
+            torch.testing.assert_close(p.detach(), old * (1 - 0.5 * 0.1), msg=name)
+        else:
+            assert torch.equal(p.detach(), old), f"{name} was decayed"

@@ -1,8 +1,10 @@
 """A small, deterministic training loop for the lessons, with a progress bar and a history to plot.
 
 :func:`train` takes a model, a function that returns the loss of one batch, and a function that draws
-batch ``i``; it runs AdamW with linear warm-up then cosine decay, clips the gradient norm, evaluates
-every ``eval_every`` steps, and stops at ``max_steps``, at a target metric, or at a time budget.
+batch ``i``; it runs AdamW (weight decay on matrices only) with linear warm-up then cosine decay, clips the
+gradient norm, evaluates every ``eval_every`` steps, and stops at ``max_steps``, at a target metric, or at a
+time budget. Lessons train for a fixed number of steps: a run that stops as soon as a metric first crosses a
+target stops at a different step on another machine (the benchmarks use ``target`` to time a recipe).
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ class History:
         return [e[name] for e in self.evals]
 
 
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups: weight decay for matrices (linear layers, embeddings), none for vectors.
+
+    Decay pulls a weight towards 0. For a matrix that limits its scale; a norm's gain is meant to sit near 1
+    and a bias has no scale to limit, so most recipes (nanoGPT's among them) exempt every 1-D parameter.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
 def _progress_bar(total: int, enabled: bool):
     """A tqdm bar (a widget in Jupyter), and a function to call once it is closed.
 
@@ -119,7 +133,7 @@ def train(
     max_steps = _validate.integer("max_steps", max_steps, minimum=1)
     torch.manual_seed(seed)
     # foreach: one kernel per operation for all parameters (bit-identical to the per-parameter loop, faster)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+    optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, max_steps))
     history, start = History(), time.perf_counter()
     bar, finish_bar = _progress_bar(max_steps, progress)

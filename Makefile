@@ -12,12 +12,17 @@ export OMP_WAIT_POLICY := PASSIVE
 
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
              --nbval-cell-timeout 300
+# Numerics other than this machine's default, for test-portable: no SIMD in PyTorch's own kernels and one thread;
+# MKL's CPU-independent code path and three threads. Readers' CPUs round differently; the outputs must not care.
+PORTABLE_1 := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
+PORTABLE_2 := MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3
 
-.PHONY: help venv book test lint lab execute exercises bench requirements clean distclean
+.PHONY: help venv book test test-portable lint lab execute exercises bench requirements clean distclean
 
 help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
 	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
+	@echo "make test-portable  re-run lessons and solutions with nbval under two other numerics configurations"
 	@echo "make lab         open JupyterLab on the exercise notebooks"
 	@echo "make execute     re-run lessons/ and solutions/ in place from a fresh kernel"
 	@echo "make exercises   regenerate exercises/ from solutions/"
@@ -47,6 +52,13 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
+
+# The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
+test-portable: $(STAMP)
+	@echo "== nbval under $(PORTABLE_1)"
+	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	@echo "== nbval under $(PORTABLE_2)"
+	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
 
 # As root (a container, say) Jupyter refuses to start unless told that this is intended.
 lab: $(STAMP)

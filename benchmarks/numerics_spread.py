@@ -89,10 +89,11 @@ METRICS = {
 }
 
 SEED_CELL = """\
-# numerics_spread.py: every torch.manual_seed(s) below becomes torch.manual_seed(s + {offset})
+# numerics_spread.py: the setup cell's seed and every torch.manual_seed(s) below become torch.manual_seed(s + {offset})
 import torch as _torch
 _manual_seed = _torch.manual_seed
 _torch.manual_seed = lambda seed: _manual_seed(seed + {offset})
+_torch.manual_seed(_torch.initial_seed())  # the setup cell's seed, shifted too
 """
 # After a cell: its metrics, or why they could not be computed (a cell they need failed).
 CAPTURE = """\

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_course.generation import generate, greedy_decode, sample_next
+from transformer_course.generation import _threads, generate, greedy_decode, sample_next
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM, Seq2SeqConfig, Seq2SeqTransformer
 from transformer_course.multihead import KVCache
 
@@ -80,9 +80,8 @@ def test_greedy_decode_stops_at_eos():
     with torch.no_grad():
         model.head.bias.fill_(-10.0)
         model.head.bias[2] = 10.0  # always predict <eos> (id 2)
-    out, weights = greedy_decode(model, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=10,
-                                 return_weights=True)
-    assert out.tolist() == [[2], [2]] and weights["cross"][0].shape == (2, 2, 1, 5)
+    out = greedy_decode(model, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=10)
+    assert out.tolist() == [[2], [2]]
 
 
 def filled_cache(model, n):
@@ -124,3 +123,49 @@ def test_translate_and_complete_return_strings():
     assert len(answers) == 3
     for prompt, answer in zip(prompts, answers, strict=True):  # batched by length = one at a time
         assert answer == complete(lm_model, [prompt], tok, 4)[0]
+
+
+def test_threads_restores_the_process_wide_setting_even_after_an_error():
+    before = torch.get_num_threads()
+    inside = 1 if before > 1 else 2
+    with _threads(inside):
+        assert torch.get_num_threads() == inside
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="stop"), _threads(inside):
+        raise RuntimeError("stop")
+    assert torch.get_num_threads() == before
+
+
+def test_generation_sets_the_threads_once_and_restores_threads_and_mode(monkeypatch):
+    settings = []
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (settings.append(n), real(n))[1])
+    model, before = lm().train(), torch.get_num_threads()
+    generate(model, torch.zeros(1, 3, dtype=torch.long), 20)
+    assert settings == [1, before]  # once to one thread after the prompt, once back: not at every step
+    assert model.training and torch.get_num_threads() == before
+    settings.clear()
+    generate(model, torch.zeros(1, 3, dtype=torch.long), 5, use_cache=False)
+    assert settings == []  # without the cache every step has the whole sequence: all threads
+
+
+def test_decoding_restores_mode_and_threads_after_an_error(monkeypatch):
+    import transformer_course.generation as generation
+
+    def fail_at_third(*args, calls=[]):  # noqa: B006 (a counter shared by the calls)
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("stop")
+        return torch.zeros(args[0].shape[0], dtype=torch.long)
+
+    monkeypatch.setattr(generation, "sample_next", fail_at_third)
+    model, before = lm().train(), torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="stop"):
+        generate(model, torch.zeros(1, 3, dtype=torch.long), 10)
+    assert model.training and torch.get_num_threads() == before
+    torch.manual_seed(5)
+    translator = Seq2SeqTransformer(Seq2SeqConfig(9, 7, d_model=16, num_heads=2, d_ff=32, max_len=20)).train()
+    monkeypatch.setattr(translator, "decode", lambda *args: (_ for _ in ()).throw(RuntimeError("stop")))
+    with pytest.raises(RuntimeError, match="stop"):
+        greedy_decode(translator, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=4)
+    assert translator.training

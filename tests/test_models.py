@@ -14,6 +14,7 @@ from transformer_course.models import (
     TransformerDecoder,
     TransformerEncoder,
 )
+from transformer_course.multihead import attention_weights
 
 D, H, D_FF = 16, 4, 32
 ATOL = dict(atol=1e-5, rtol=1e-5)
@@ -33,7 +34,9 @@ def test_decoder_block_equals_pytorch(norm_first):
     x, memory, lens = decoder_inputs()
     self_mask, memory_mask = causal_mask(5), padding_mask(lens, 6)
     expected = layer(x, memory, tgt_mask=~self_mask, memory_key_padding_mask=~memory_mask.squeeze(1))
-    out, (self_w, cross_w) = block(x, memory, self_mask, memory_mask, return_weights=True)
+    with attention_weights(block) as weights:
+        out = block(x, memory, self_mask, memory_mask)
+    self_w, cross_w = weights["self_attention"], weights["cross_attention"]
     torch.testing.assert_close(out, expected, **ATOL)
     assert self_w.shape == (3, H, 5, 5) and cross_w.shape == (3, H, 5, 6)
     assert torch.equal(self_w, self_w.tril()) and (cross_w[1, :, :, 3:] == 0).all()
@@ -48,7 +51,9 @@ def test_causal_hint_changes_no_number_of_the_blocks_or_the_models():
     lm = DecoderOnlyLM(DecoderOnlyConfig(11, d_model=D, num_heads=H, d_ff=D_FF, num_layers=2, max_len=12)).eval()
     tokens = torch.randint(0, 11, (3, 8))
     with_hint = lm(tokens)  # the model passes the hint itself; with weights it takes the explicit path
-    torch.testing.assert_close(with_hint, lm(tokens, return_weights=True)[0], atol=1e-6, rtol=1e-5)
+    with attention_weights(lm):
+        explicit = lm(tokens)
+    torch.testing.assert_close(with_hint, explicit, atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -99,10 +104,11 @@ def test_seq2seq_decoder_is_causal_and_ignores_source_padding():
     src = torch.randint(1, 11, (2, 7), generator=g)
     src[1, 4:] = 0  # padding
     tgt = torch.randint(1, 9, (2, 6), generator=g)
-    logits, weights = model(src, tgt, return_weights=True)
+    with attention_weights(model) as weights:
+        logits = model(src, tgt)
     assert logits.shape == (2, 6, 9)
-    assert len(weights["encoder"]) == 2 and weights["cross"][0].shape == (2, H, 6, 7)
-    assert (weights["cross"][1][1, :, :, 4:] == 0).all()
+    assert len(weights.select("encoder.*")) == 2 and weights["decoder.layers.0.cross_attention"].shape == (2, H, 6, 7)
+    assert (weights["decoder.layers.1.cross_attention"][1, :, :, 4:] == 0).all()
     changed = tgt.clone()
     changed[:, 3:] = (changed[:, 3:] % 8) + 1
     torch.testing.assert_close(model(src, changed)[:, :3], logits[:, :3])
@@ -128,7 +134,8 @@ def test_parameter_counts():
     "call, error, match",
     [
         (lambda m, lm: lm(torch.tensor([[1, 13]])), ValueError, r"ids from 1 to 13, outside the vocabulary \[0, 13\)"),
-        (lambda m, lm: lm(torch.zeros(1, 11, dtype=torch.long)), ValueError, "n=11 positions, more than max_len=10"),
+        (lambda m, lm: lm(torch.zeros(1, 11, dtype=torch.long)), ValueError,
+         r"positions 0..10 exceed max_len=10: tokens \(n=11"),
         (lambda m, lm: lm(torch.zeros(1, 3)), TypeError, "tokens must hold integer token ids, got dtype torch.float32"),
         (lambda m, lm: lm(torch.zeros(3, dtype=torch.long)), ValueError, r"must have shape \(B, n\), got \(3,\)"),
         (lambda m, lm: m(torch.ones(2, 4, dtype=torch.long), torch.ones(3, 4, dtype=torch.long)), ValueError,
@@ -141,3 +148,30 @@ def test_parameter_counts():
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call(small_seq2seq(), small_lm())
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: Seq2SeqConfig(0, 5), ValueError, "src_vocab_size must be >= 1, got 0"),
+    (lambda: Seq2SeqConfig(5, 5, d_model=10, num_heads=4), ValueError, "d_model=10 must be divisible by num_heads=4"),
+    (lambda: Seq2SeqConfig(5, 5, num_encoder_layers=0), ValueError, "num_encoder_layers must be >= 1, got 0"),
+    (lambda: Seq2SeqConfig(5, 5, activation="swish"), ValueError, "activation must be one of"),
+    (lambda: DecoderOnlyConfig(5.0), TypeError, "vocab_size must be an integer, got float 5.0"),
+    (lambda: DecoderOnlyConfig(5, dropout=-0.1), ValueError, r"dropout must be in \[0, 1\), got -0.1"),
+    (lambda: DecoderOnlyConfig(5, positional="alibi"), ValueError, "positional must be one of"),
+    (lambda: DecoderOnlyConfig(5, num_kv_heads=3), ValueError, "num_heads=4 must be divisible by num_kv_heads=3"),
+    (lambda: DecoderOnlyConfig(5, norm="batch"), ValueError, "norm must be 'layer' or 'rms', got 'batch'"),
+    (lambda: DecoderOnlyConfig(5, max_len=0), ValueError, "max_len must be >= 1, got 0"),
+])
+def test_model_configs_name_the_bad_field(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_model_configs_give_their_blocks_one_set_of_options():
+    lm = DecoderOnlyConfig(5, d_model=16, num_heads=4, d_ff=32, max_len=12, norm="rms", num_kv_heads=2,
+                           positional="rotary")
+    assert lm.block_options() == dict(d_model=16, num_heads=4, d_ff=32, dropout=0.0, activation="gelu",
+                                      norm_first=True, max_len=12, norm="rms", num_kv_heads=2, rotary=True)
+    model = Seq2SeqTransformer(Seq2SeqConfig(5, 6, d_model=16, num_heads=4, d_ff=32, max_len=12, norm_first=True))
+    assert model.encoder.config == model.decoder.config == model.decoder.layers[0].config
+    assert model.encoder.config.norm_first and model.encoder.config.max_len == 12

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer_course.positional import (
+    MAX_LEN,
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
@@ -39,7 +40,7 @@ def test_rotation_matrix_shifts_positions(k):
 
 
 @pytest.mark.parametrize("module_factory", [lambda: SinusoidalPositionalEncoding(8, max_len=10),
-                                            lambda: LearnedPositionalEmbedding(10, 8)])
+                                            lambda: LearnedPositionalEmbedding(8, max_len=10)])
 def test_position_modules_add_per_position_and_respect_offset(module_factory):
     torch.manual_seed(0)
     module = module_factory().eval()
@@ -49,7 +50,8 @@ def test_position_modules_add_per_position_and_respect_offset(module_factory):
     torch.testing.assert_close(module(x[0], offset=6), x[0] + full[6:10])  # unbatched, offset
 
 
-@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=10), LearnedPositionalEmbedding(10, 8)])
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=10),
+                                    LearnedPositionalEmbedding(8, max_len=10)])
 def test_positions_past_max_len_are_a_clear_error(module):
     with pytest.raises(ValueError, match=r"positions 8..11 exceed max_len=10"):
         module(torch.zeros(1, 4, 8), offset=8)
@@ -87,10 +89,18 @@ def test_embedding_scale():
         (lambda: RotaryEmbedding(8, max_len=4)(torch.zeros(5, 8)), ValueError, "exceed max_len=4"),
         (lambda: RotaryEmbedding(8)(torch.zeros(5, 6)), ValueError, r"d_head=8, got shape \(5, 6\)"),
         (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(2, 3, 8), offset=-1), ValueError, "offset must be >= 0"),
-        (lambda: LearnedPositionalEmbedding(10, 8)(torch.zeros(2, 3, 8, dtype=torch.long)), TypeError,
+        (lambda: LearnedPositionalEmbedding(8, max_len=10)(torch.zeros(2, 3, 8, dtype=torch.long)), TypeError,
          "x must have a floating-point dtype"),
     ],
 )
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_positional_modules_take_their_width_first_and_max_len_by_keyword():
+    modules = [SinusoidalPositionalEncoding(8), LearnedPositionalEmbedding(8), RotaryEmbedding(8)]
+    assert [m.max_len for m in modules] == [MAX_LEN] * 3
+    assert LearnedPositionalEmbedding(8, max_len=10).embedding.weight.shape == (10, 8)
+    with pytest.raises(TypeError, match="positional argument"):
+        LearnedPositionalEmbedding(10, 8)  # the old (max_len, d_model) order fails instead of building a (8, 10) table

@@ -62,6 +62,45 @@ def real(name: str, value) -> float:
     return value
 
 
+def probability(name: str, p) -> float:
+    """Require a dropout probability in ``[0, 1)`` (1 would drop everything); returns it as a float."""
+    p = real(name, p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {p!r}")
+    return p
+
+
+def integers(name: str, x, what: str = "integers") -> torch.Tensor:
+    """Require a tensor of an integer dtype (token ids, lengths): not floating, boolean or complex."""
+    tensor(name, x)
+    if x.is_floating_point() or x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"{name} must hold {what}, got dtype {x.dtype}")
+    return x
+
+
+def positions(n: int, max_len: int, offset: int = 0, what: str = "the sequence") -> None:
+    """Require positions ``offset .. offset + n - 1`` to lie below ``max_len``, the length a module was built for."""
+    if offset + n > max_len:
+        raise ValueError(f"positions {offset}..{offset + n - 1} exceed max_len={max_len}: {what} (n={n}, "
+                         f"offset={offset}) is longer than this module was built for")
+
+
+def divisible(name: str, value: int, by_name: str, by: int) -> None:
+    """Require ``value`` to be a multiple of ``by`` (heads split the width evenly)."""
+    if value % by:
+        raise ValueError(f"{name}={value} must be divisible by {by_name}={by}")
+
+
+def heads(d_model, num_heads, num_kv_heads=None) -> tuple[int, int, int]:
+    """The widths of multi-head attention: h divides d, and h_kv (h by default) divides h; returns (d, h, h_kv)."""
+    d_model = integer("d_model", d_model, minimum=1)
+    num_heads = integer("num_heads", num_heads, minimum=1)
+    divisible("d_model", d_model, "num_heads", num_heads)
+    num_kv_heads = num_heads if num_kv_heads is None else integer("num_kv_heads", num_kv_heads, minimum=1)
+    divisible("num_heads", num_heads, "num_kv_heads", num_kv_heads)
+    return d_model, num_heads, num_kv_heads
+
+
 def mask(name: str, m, target_shape: torch.Size) -> torch.Tensor:
     """Require a boolean or floating mask that broadcasts to ``target_shape`` without enlarging it."""
     if not isinstance(m, torch.Tensor):

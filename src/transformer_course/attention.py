@@ -136,9 +136,7 @@ def scaled_dot_product_attention(
         )
     if mask is not None:
         _validate.mask("mask", mask, (*batch, n_q, n_k))
-    dropout_p = _validate.real("dropout_p", dropout_p)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    dropout_p = _validate.probability("dropout_p", dropout_p)
     if scale is not None and not _validate.real("scale", scale) > 0:
         raise ValueError(f"scale must be a positive number, got {scale!r}")
     return _attention(q, k, v, mask, dropout_p, scale, batch)

@@ -1,14 +1,16 @@
-"""The transformer block and its parts: the position-wise FFN, Add & Norm, the encoder block.
+"""The transformer block and its parts: the position-wise FFN, Add & Norm, the encoder and decoder blocks.
 
 Shapes: batch B, positions n, model width d (``d_model``), hidden width of the FFN ``d_ff`` (often 4d).
 Blocks take ``norm_first``: False is the post-norm block of the 2017 paper, ``x = norm(x + f(x))``;
 True is the pre-norm block of most later models, ``x = x + f(norm(x))``. Each block accepts
-``(B, n, d)`` and unbatched ``(n, d)`` input and returns the same shape.
+``(B, n, d)`` and unbatched ``(n, d)`` input and returns the same shape. Their options, the same for
+every block, are the fields of :class:`BlockConfig`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,8 +18,12 @@ from torch import nn
 
 from transformer_course import _validate
 from transformer_course.multihead import KVCache, MultiHeadAttention
+from transformer_course.positional import MAX_LEN
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
+
+
+NORM_EPS = 1e-5  # LayerNorm's default, and every norm's here: the models' norms all use it
 
 
 class RMSNorm(nn.Module):
@@ -26,23 +32,27 @@ class RMSNorm(nn.Module):
     LayerNorm without the mean subtraction and the bias: cheaper, and in practice as good.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-6):
+    def __init__(self, d_model: int, eps: float = NORM_EPS):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(_validate.integer("d_model", d_model, minimum=1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _validate.features("x", x, self.weight.shape[0])
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight  # (..., d)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
-def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+NORMS: dict[str, Callable[..., nn.Module]] = {"layer": nn.LayerNorm, "rms": RMSNorm}
+
+
+def make_norm(kind: str, d_model: int, eps: float = NORM_EPS) -> nn.Module:
     """``"layer"``: nn.LayerNorm (2017); ``"rms"``: RMSNorm (lesson 11)."""
-    if kind == "layer":
-        return nn.LayerNorm(d_model, eps=eps)
-    if kind == "rms":
-        return RMSNorm(d_model, eps=eps)
-    raise ValueError(f"norm must be 'layer' or 'rms', got {kind!r}")
+    if kind not in NORMS:
+        raise ValueError(f"norm must be 'layer' or 'rms', got {kind!r}")
+    return NORMS[kind](d_model, eps=eps)
 
 
 def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -51,6 +61,51 @@ def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
     return ACTIVATIONS[activation]
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """Every option of a transformer block, the same for encoder and decoder blocks and their stacks.
+
+    Blocks and stacks take ``d_model, num_heads, d_ff`` and the other fields by keyword
+    (``EncoderBlock(64, 4, 256, norm_first=True)``) and keep them as ``.config``; a bad value fails here,
+    with the name of the field.
+
+    Args:
+        d_model, num_heads, d_ff: widths d, heads h, FFN hidden width (often 4d).
+        dropout: on attention weights and on each sub-layer's output.
+        activation: ``"relu"`` (2017), ``"gelu"``, ``"swiglu"`` or a callable.
+        norm_first: False for post-norm (2017), True for pre-norm.
+        norm, eps: ``"layer"`` (LayerNorm) or ``"rms"`` (RMSNorm, lesson 11), and their epsilon.
+        num_kv_heads, rotary, max_len: lesson 11's grouped-query attention and rotary position embeddings
+            in self-attention (see :class:`MultiHeadAttention`); ``max_len`` bounds the rotary positions.
+    """
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    dropout: float = 0.0
+    activation: str | Callable[[torch.Tensor], torch.Tensor] = "relu"
+    norm_first: bool = False
+    norm: str = "layer"
+    eps: float = NORM_EPS
+    num_kv_heads: int | None = None
+    rotary: bool = False
+    max_len: int = MAX_LEN
+
+    def __post_init__(self):
+        _validate.heads(self.d_model, self.num_heads, self.num_kv_heads)
+        _validate.integer("d_ff", self.d_ff, minimum=1)
+        _validate.probability("dropout", self.dropout)
+        _activation(self.activation)
+        for name in ("norm_first", "rotary"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {_validate.describe(getattr(self, name))}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be 'layer' or 'rms', got {self.norm!r}")
+        if not _validate.real("eps", self.eps) > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps!r}")
+        _validate.integer("max_len", self.max_len, minimum=1)
 
 
 class PositionWiseFFN(nn.Module):
@@ -71,17 +126,17 @@ class PositionWiseFFN(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.W_1(_validate.features("x", x, self.W_1.in_features))
+        hidden = self.W_1(_validate.features("x", x, self.W_1.in_features))  # (..., d_ff), or 2 d_ff if gated
         if self.gated:
             gate, up = hidden.chunk(2, dim=-1)
             return self.W_2(self.dropout(self.activation(gate) * up))
-        return self.W_2(self.dropout(self.activation(hidden)))
+        return self.W_2(self.dropout(self.activation(hidden)))  # (..., d)
 
 
 class AddNorm(nn.Module):
     """Residual connection then layer normalisation: ``norm(x + dropout(y))`` for a sub-layer output y."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5):
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = NORM_EPS):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
@@ -94,49 +149,46 @@ class AddNorm(nn.Module):
 
 
 class EncoderBlock(nn.Module):
-    """Self-attention then a position-wise FFN, each wrapped in a residual connection and a LayerNorm.
+    """Self-attention then a position-wise FFN, each wrapped in a residual connection and a norm.
 
-    Args:
-        d_model, num_heads, d_ff: widths d, heads h, FFN hidden width.
-        dropout: on attention weights and on each sub-layer's output.
-        activation: ``"relu"`` (2017), ``"gelu"``, ``"swiglu"`` or a callable.
-        norm_first: False for post-norm (2017), True for pre-norm.
-        norm, num_kv_heads, rotary, max_len: lesson 11's variants: ``"rms"`` norms, grouped-query
-            attention and rotary position embeddings (see :class:`MultiHeadAttention`).
+    ``EncoderBlock(d_model, num_heads, d_ff, **options)``, the options being the fields of
+    :class:`BlockConfig` by keyword. ``forward(x, mask=None)``: x ``(B, n, d)`` or ``(n, d)``, the same
+    shape out. A decoder-only model stacks this block too (see :data:`DecoderOnlyBlock`).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, activation="relu",
-                 norm_first: bool = False, eps: float = 1e-5, norm: str = "layer", num_kv_heads: int | None = None,
-                 rotary: bool = False, max_len: int = 4096):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, **options):
         super().__init__()
-        self.norm_first = norm_first
-        self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, num_kv_heads=num_kv_heads,
-                                            rotary=rotary, max_len=max_len)
-        self.ffn = PositionWiseFFN(d_model, d_ff, activation, dropout)
-        self.norm1 = make_norm(norm, d_model, eps)
-        self.norm2 = make_norm(norm, d_model, eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.config = c = BlockConfig(d_model, num_heads, d_ff, **options)
+        self.norm_first = c.norm_first
+        self.attention = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, num_kv_heads=c.num_kv_heads,
+                                            rotary=c.rotary, max_len=c.max_len)
+        self.ffn = PositionWiseFFN(c.d_model, c.d_ff, c.activation, c.dropout)
+        self.norm1 = make_norm(c.norm, c.d_model, c.eps)
+        self.norm2 = make_norm(c.norm, c.d_model, c.eps)
+        self.dropout1 = nn.Dropout(c.dropout)
+        self.dropout2 = nn.Dropout(c.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, return_weights: bool = False,
-                cache: KVCache | None = None, is_causal: bool = False):
-        """x: ``(B, n, d)`` or ``(n, d)``; mask: boolean (True = may attend) broadcastable to
-        ``(B, h, n, n)``, e.g. ``padding_mask(lens, n)``. Returns x's shape, and the attention weights
-        ``(B, h, n, n)`` too when ``return_weights``. With a ``cache`` (generation), x holds only the new
-        positions and attends over the cached ones too. ``is_causal``: a hint that mask is
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, cache: KVCache | None = None,
+                is_causal: bool = False) -> torch.Tensor:
+        """x: ``(B, n, d)`` or ``(n, d)``; mask: boolean (True = may attend) broadcastable to ``(B, h, n, n)``,
+        e.g. ``padding_mask(lens, n)``. Returns x's shape. With a ``cache`` (generation), x holds only the
+        new positions and attends over the cached ones too. ``is_causal``: a hint that mask is
         ``causal_mask(n)`` (see :class:`MultiHeadAttention`)."""
-        def attend(h):
-            return self.attention(h, mask=mask, need_weights=return_weights, cache=cache, is_causal=is_causal)
+        if self.norm_first:  # pre-norm: x + f(norm(x))
+            x = x + self._self_attention(self.norm1(x), mask, cache, is_causal)
+            x = x + self._feed_forward(self.norm2(x))
+        else:  # post-norm (2017): norm(x + f(x))
+            x = self.norm1(x + self._self_attention(x, mask, cache, is_causal))
+            x = self.norm2(x + self._feed_forward(x))
+        return x
 
-        if self.norm_first:
-            attended, weights = attend(self.norm1(x))
-            x = x + self.dropout1(attended)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
-        else:
-            attended, weights = attend(x)
-            x = self.norm1(x + self.dropout1(attended))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return (x, weights) if return_weights else x
+    def _self_attention(self, x, mask, cache, is_causal) -> torch.Tensor:
+        # need_weights=False: the fused kernel; attention_weights() asks for the weights when they are read.
+        out, _ = self.attention(x, mask=mask, need_weights=False, cache=cache, is_causal=is_causal)
+        return self.dropout1(out)
+
+    def _feed_forward(self, x) -> torch.Tensor:
+        return self.dropout2(self.ffn(x))
 
     @classmethod
     def from_pytorch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
@@ -144,51 +196,60 @@ class EncoderBlock(nn.Module):
         return _from_pytorch_layer(cls, layer, nn.TransformerEncoderLayer, {"attention": "self_attn"})
 
 
+# A decoder-only model (GPT) stacks the encoder's block: self-attention and an FFN, no cross-attention.
+# The causal mask it is given, not its parts, makes it a decoder.
+DecoderOnlyBlock = EncoderBlock
+
+
 class DecoderBlock(nn.Module):
     """Masked self-attention, cross-attention to the encoder's output, and an FFN, each with Add & Norm.
 
-    Args as :class:`EncoderBlock`. ``forward(x, memory, self_mask=None, memory_mask=None)``:
-    x ``(B, n_dec, d)`` the target so far, memory ``(B, n_enc, d)`` the encoder output; ``self_mask``
-    (usually ``causal_mask(n_dec)``) broadcastable to ``(B, h, n_dec, n_dec)`` and ``memory_mask``
-    (usually ``padding_mask(src_lens, n_enc)``) to ``(B, h, n_dec, n_enc)``, both True = may attend.
+    Options as :class:`EncoderBlock` (the fields of :class:`BlockConfig`); ``rotary`` applies to the
+    self-attention only, since the encoder's positions are not the decoder's. ``forward(x, memory,
+    self_mask=None, memory_mask=None)``: x ``(B, n_dec, d)`` the target so far, memory ``(B, n_enc, d)``
+    the encoder output; ``self_mask`` (usually ``causal_mask(n_dec)``) broadcastable to
+    ``(B, h, n_dec, n_dec)`` and ``memory_mask`` (usually ``padding_mask(src_lens, n_enc)``) to
+    ``(B, h, n_dec, n_enc)``, both True = may attend.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, activation="relu",
-                 norm_first: bool = False, eps: float = 1e-5):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, **options):
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ffn = PositionWiseFFN(d_model, d_ff, activation, dropout)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=eps)
-        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+        self.config = c = BlockConfig(d_model, num_heads, d_ff, **options)
+        self.norm_first = c.norm_first
+        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout,
+                                                 num_kv_heads=c.num_kv_heads, rotary=c.rotary, max_len=c.max_len)
+        self.cross_attention = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout,
+                                                  num_kv_heads=c.num_kv_heads)
+        self.ffn = PositionWiseFFN(c.d_model, c.d_ff, c.activation, c.dropout)
+        self.norm1 = make_norm(c.norm, c.d_model, c.eps)
+        self.norm2 = make_norm(c.norm, c.d_model, c.eps)
+        self.norm3 = make_norm(c.norm, c.d_model, c.eps)
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(c.dropout) for _ in range(3))
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, return_weights: bool = False, self_is_causal: bool = False):
-        """Returns x's shape; with ``return_weights`` also ``(self_weights, cross_weights)`` of shapes
-        ``(B, h, n_dec, n_dec)`` and ``(B, h, n_dec, n_enc)``. ``self_is_causal``: a hint that self_mask is
+                memory_mask: torch.Tensor | None = None, *, self_is_causal: bool = False) -> torch.Tensor:
+        """Returns x's shape, ``(B, n_dec, d)``. ``self_is_causal``: a hint that self_mask is
         ``causal_mask(n_dec)`` (see :class:`MultiHeadAttention`)."""
-        def self_attend(h):
-            return self.self_attention(h, mask=self_mask, need_weights=return_weights, is_causal=self_is_causal)
+        if self.norm_first:  # pre-norm: x + f(norm(x))
+            x = x + self._self_attention(self.norm1(x), self_mask, self_is_causal)
+            x = x + self._cross_attention(self.norm2(x), memory, memory_mask)
+            x = x + self._feed_forward(self.norm3(x))
+        else:  # post-norm (2017): norm(x + f(x))
+            x = self.norm1(x + self._self_attention(x, self_mask, self_is_causal))
+            x = self.norm2(x + self._cross_attention(x, memory, memory_mask))
+            x = self.norm3(x + self._feed_forward(x))
+        return x
 
-        def cross_attend(h):  # queries from the decoder, keys and values from the encoder
-            return self.cross_attention(h, memory, memory, mask=memory_mask, need_weights=return_weights)
+    def _self_attention(self, x, mask, is_causal) -> torch.Tensor:
+        out, _ = self.self_attention(x, mask=mask, need_weights=False, is_causal=is_causal)
+        return self.dropout1(out)
 
-        if self.norm_first:
-            attended, self_weights = self_attend(self.norm1(x))
-            x = x + self.dropout1(attended)
-            attended, cross_weights = cross_attend(self.norm2(x))
-            x = x + self.dropout2(attended)
-            x = x + self.dropout3(self.ffn(self.norm3(x)))
-        else:
-            attended, self_weights = self_attend(x)
-            x = self.norm1(x + self.dropout1(attended))
-            attended, cross_weights = cross_attend(x)
-            x = self.norm2(x + self.dropout2(attended))
-            x = self.norm3(x + self.dropout3(self.ffn(x)))
-        return (x, (self_weights, cross_weights)) if return_weights else x
+    def _cross_attention(self, x, memory, mask) -> torch.Tensor:  # queries from the decoder, keys/values from memory
+        out, _ = self.cross_attention(x, memory, memory, mask=mask, need_weights=False)
+        return self.dropout2(out)
+
+    def _feed_forward(self, x) -> torch.Tensor:
+        return self.dropout3(self.ffn(x))
 
     @classmethod
     def from_pytorch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
@@ -203,8 +264,9 @@ def _from_pytorch_layer(cls, layer, layer_type: type, attentions: dict[str, str]
     if not isinstance(layer, layer_type):
         raise TypeError(f"layer must be an nn.{layer_type.__name__}, got {type(layer).__name__}")
     attention = layer.self_attn
-    block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, layer.dropout.p,
-                layer.activation, layer.norm_first, layer.norm1.eps).to(attention.in_proj_weight.dtype)
+    block = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, dropout=layer.dropout.p,
+                activation=layer.activation, norm_first=layer.norm_first, eps=layer.norm1.eps)
+    block = block.to(attention.in_proj_weight.dtype)
     for ours, theirs in attentions.items():
         setattr(block, ours, MultiHeadAttention.from_pytorch(getattr(layer, theirs)))
     copy_ffn_and_norms(block, layer)

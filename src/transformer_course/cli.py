@@ -69,10 +69,8 @@ def cmd_grade(args) -> int:
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         return _fail(f"--out {out}: expected a file in an existing folder")
-    done = [0]
 
     def progress(student, notebook, rows, seconds):
-        done[0] += 1
         points = sum(r.points for r in rows)
         statuses = ", ".join(sorted({r.status for r in rows}))
         print(f"graded {student} / {notebook}: {points}/{sum(r.max_points for r in rows)} points ({statuses}) "

@@ -7,8 +7,10 @@ Shapes: batch B, prompt length n, vocabulary |V|. ``logits`` are the model's unn
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
+from torch import nn
 
 from transformer_course import _validate
 from transformer_course.models import DecoderOnlyLM, Seq2SeqTransformer
@@ -36,16 +38,27 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 
 @contextlib.contextmanager
-def _threads(n: int):
-    """Run torch with ``n`` threads inside the block. A cached decoding step works on one position:
-    its matrix products are too small to split across threads, and handing work between threads costs
-    more than the arithmetic (a 2-3x slower step on 2 cores)."""
+def _threads(n: int) -> Iterator[None]:
+    """Run torch with ``n`` threads inside the block, restoring the process-wide setting after it, even on an
+    error. A cached decoding step works on one position: its matrix products are too small to split across
+    threads, and handing work between threads costs more than the arithmetic (a 2-3x slower step on 2 cores)."""
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """Run the block with ``model`` in eval mode (no dropout), restoring its mode after it, even on an error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()
@@ -66,50 +79,46 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
     if total > model.config.max_len:
         raise ValueError(f"prompt ({prompt.shape[-1]}) + max_new_tokens ({max_new_tokens}) = {total} exceeds "
                          f"the model's max_len={model.config.max_len}")
-    was_training = model.training
-    model.eval()
     tokens, cache = prompt, (model.new_cache() if use_cache else None)
     step_input = prompt
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    for step in range(max_new_tokens):
-        with _threads(1 if use_cache and step > 0 else torch.get_num_threads()):
-            logits = model(step_input if use_cache else tokens, cache=cache)[:, -1]
-        next_token = sample_next(logits, temperature, top_k, generator)
-        if eos_id is not None:
-            next_token = next_token.masked_fill(finished, eos_id)
-            finished |= next_token == eos_id
-        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        step_input = next_token[:, None]
-    model.train(was_training)
+    with _evaluating(model), contextlib.ExitStack() as settings:
+        for step in range(max_new_tokens):
+            if use_cache and step == 1:  # the prompt is done: from now on one position a step, on one thread
+                settings.enter_context(_threads(1))
+            logits = model(step_input if use_cache else tokens, cache=cache)[:, -1]  # (B, |V|)
+            next_token = sample_next(logits, temperature, top_k, generator)  # (B,)
+            if eos_id is not None:
+                next_token = next_token.masked_fill(finished, eos_id)
+                finished |= next_token == eos_id
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            step_input = next_token[:, None]
     return tokens
 
 
 @torch.no_grad()
-def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_id: int, max_len: int,
-                  return_weights: bool = False):
+def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_id: int,
+                  max_len: int) -> torch.Tensor:
     """Translate ``src`` ``(B, n_enc)`` by taking the most likely token at each step until ``<eos>``.
 
     Returns the generated ids ``(B, m)`` without the leading ``<bos>`` (rows that finished early are
-    padded with ``eos_id``), and with ``return_weights`` the weights of the final step's full pass.
+    padded with ``eos_id``). The attention weights behind a translation: run the model once over ``<bos>``
+    and the ids it wrote inside :func:`~transformer_course.multihead.attention_weights`.
     """
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
     max_len = _validate.integer("max_len", max_len, minimum=1)
-    was_training = model.training
-    model.eval()
-    memory, src_mask = model.encode(src), model.source_mask(src)
-    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1), then (B, 1 + m)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        next_token = model.decode(out, memory, src_mask)[:, -1].argmax(-1)
-        next_token = next_token.masked_fill(finished, eos_id)
-        out = torch.cat([out, next_token[:, None]], dim=1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    model.train(was_training)
-    if return_weights:
-        return out[:, 1:], model(src, out[:, :-1], return_weights=True)[1]
+    with _evaluating(model):
+        memory, src_mask = model.encode(src), model.source_mask(src)  # the source is encoded once
+        for _ in range(max_len):
+            next_token = model.decode(out, memory, src_mask)[:, -1].argmax(-1)  # (B,)
+            next_token = next_token.masked_fill(finished, eos_id)
+            out = torch.cat([out, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
     return out[:, 1:]
 
 

@@ -42,9 +42,7 @@ def padding_mask(valid_lens, n_k: int) -> torch.Tensor:
     n_k = _validate.integer("n_k", n_k, minimum=1)
     if isinstance(valid_lens, (list, tuple)):
         valid_lens = torch.tensor(valid_lens)
-    _validate.tensor("valid_lens", valid_lens)
-    if valid_lens.is_floating_point() or valid_lens.dtype == torch.bool or valid_lens.is_complex():
-        raise TypeError(f"valid_lens must hold integers, got dtype {valid_lens.dtype}")
+    _validate.integers("valid_lens", valid_lens)
     if valid_lens.numel() and (valid_lens.min() < 0 or valid_lens.max() > n_k):
         raise ValueError(
             f"valid_lens must lie in [0, n_k={n_k}], got values from {int(valid_lens.min())} "

@@ -3,10 +3,16 @@
 Shapes: batch B, queries n_q, keys n_k, model width d = h * d_h, heads h. The module keeps its four
 projections as ``nn.Linear`` attributes ``W_q, W_k, W_v, W_o`` (each ``d x d``), so a reader can find
 every matrix of the paper by name, and :meth:`MultiHeadAttention.from_pytorch` copies the weights of an
-``nn.MultiheadAttention`` into it (the two then agree number for number).
+``nn.MultiheadAttention`` into it (the two then agree number for number). :func:`attention_weights`
+reads the weights of every attention layer of any model, by name, for the lessons' heatmaps.
 """
 
 from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +20,7 @@ from torch import nn
 
 from transformer_course import _validate
 from transformer_course.attention import _attention, _empty_rows
+from transformer_course.positional import MAX_LEN, RotaryEmbedding
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -32,13 +39,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     _validate.tensor("x", x, min_dim=3)
     *batch, h, n, d_h = x.shape
     return x.transpose(-3, -2).reshape(*batch, n, h * d_h)
-
-
-def _heads_mask(mask: torch.Tensor, batched: bool) -> torch.Tensor:
-    """Give a mask a head axis: ``(B, n_q, n_k)`` -> ``(B, 1, n_q, n_k)``; 2-D and 4-D masks broadcast as is."""
-    if batched and mask.dim() == 3:
-        return mask.unsqueeze(1)
-    return mask
 
 
 class KVCache:
@@ -105,32 +105,19 @@ class MultiHeadAttention(nn.Module):
             positions added to the input; ``max_len`` bounds the positions.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0,
-                 num_kv_heads: int | None = None, rotary: bool = False, max_len: int = 4096):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, *,
+                 num_kv_heads: int | None = None, rotary: bool = False, max_len: int = MAX_LEN):
         super().__init__()
-        d_model = _validate.integer("d_model", d_model, minimum=1)
-        num_heads = _validate.integer("num_heads", num_heads, minimum=1)
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-        num_kv_heads = num_heads if num_kv_heads is None else _validate.integer("num_kv_heads", num_kv_heads, minimum=1)
-        if num_heads % num_kv_heads:
-            raise ValueError(f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads}")
-        dropout = _validate.real("dropout", dropout)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        self.d_model, self.num_heads, self.num_kv_heads, self.dropout = d_model, num_heads, num_kv_heads, dropout
+        d_model, num_heads, num_kv_heads = _validate.heads(d_model, num_heads, num_kv_heads)
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        self.dropout = _validate.probability("dropout", dropout)
         self.d_head = d_model // num_heads
         d_kv = num_kv_heads * self.d_head
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_kv, bias=bias)
         self.W_v = nn.Linear(d_model, d_kv, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        if rotary:
-            from transformer_course.positional import RotaryEmbedding  # positional imports nothing of ours
-
-            self.rotary = RotaryEmbedding(self.d_head, max_len)
-        else:
-            self.rotary = None
+        self.rotary = RotaryEmbedding(self.d_head, max_len=max_len) if rotary else None
 
     def forward(
         self,
@@ -138,6 +125,7 @@ class MultiHeadAttention(nn.Module):
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
+        *,
         need_weights: bool = True,
         cache: KVCache | None = None,
         is_causal: bool = False,
@@ -165,6 +153,35 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
+        mask = self._check_inputs(query, key, value, mask, cache, is_causal)
+        q = split_heads(self.W_q(query), self.num_heads)  # (B, h, n_q, d_h)
+        k = split_heads(self.W_k(key), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
+        v = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
+        if self.rotary is not None:  # the new positions come after the cached ones
+            offset = len(cache) if cache is not None else 0
+            q, k = self.rotary(q, offset), self.rotary(k, offset)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, n_past + n_new, d_h)
+        if self.num_kv_heads != self.num_heads:  # each key/value head serves a group of query heads
+            group = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (B, h, n_k, d_h)
+        heads, weights = self._attend(q, k, v, mask, need_weights, is_causal)  # (B, h, n_q, d_h)
+        return self.W_o(merge_heads(heads)), weights  # (B, n_q, d)
+
+    def _attend(self, q, k, v, mask, need_weights: bool, is_causal: bool):
+        """Every head's attention: the explicit path when the weights are wanted, or when a query may attend
+        nowhere (its zero output the fused kernel may not give); PyTorch's fused kernel otherwise."""
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
+            heads, weights = _attention(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked already
+            return heads, (weights if need_weights else None)
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
+                                               is_causal=is_causal)
+        return heads, None
+
+    def _check_inputs(self, query, key, value, mask, cache, is_causal) -> torch.Tensor | None:
+        """Every argument check of :meth:`forward`, each error naming the argument; returns the mask with a
+        head axis (``(B, n_q, n_k)`` -> ``(B, 1, n_q, n_k)``)."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             _validate.tensor(name, x, floating=True)
             if x.dim() not in (2, 3) or x.shape[-1] != self.d_model:
@@ -182,7 +199,6 @@ class MultiHeadAttention(nn.Module):
             )
         if query.dim() == 3 and query.shape[0] != key.shape[0]:
             raise ValueError(f"query and key must have the same batch size, got {query.shape[0]} and {key.shape[0]}")
-        batched = query.dim() == 3
         n_k = key.shape[-2] + (len(cache) if cache is not None else 0)
         if is_causal and (mask is None or query.shape[-2] != n_k):
             raise ValueError(
@@ -190,32 +206,10 @@ class MultiHeadAttention(nn.Module):
                 f"and as many queries as keys, got mask={'None' if mask is None else tuple(mask.shape)}, "
                 f"n_q={query.shape[-2]}, n_k={n_k}"
             )
-        if mask is not None:
-            mask = _heads_mask(mask, batched)
-            scores_shape = (*query.shape[:-2], self.num_heads, query.shape[-2], n_k)
-            _validate.mask("mask", mask, torch.Size(scores_shape))
-
-        q = split_heads(self.W_q(query), self.num_heads)  # (B, h, n_q, d_h)
-        k = split_heads(self.W_k(key), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
-        v = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, n_k, d_h)
-        if self.rotary is not None:
-            offset = len(cache) if cache is not None else 0
-            q, k = self.rotary(q, offset), self.rotary(k, offset)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, h_kv, n_past + n_new, d_h)
-        if self.num_kv_heads != self.num_heads:  # each key/value head serves a group of query heads
-            group = self.num_heads // self.num_kv_heads
-            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
-        dropout_p = self.dropout if self.training else 0.0
-        if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
-            # Explicit path (also for fully masked rows, whose zero output the fused kernel may not give).
-            heads, weights = _attention(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked above
-        else:
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
-                                                   is_causal=is_causal)
-            weights = None
-        output = self.W_o(merge_heads(heads))
-        return output, (weights if need_weights else None)
+        if mask is None:
+            return None
+        mask = mask.unsqueeze(1) if query.dim() == 3 and mask.dim() == 3 else mask  # 2-D and 4-D masks as they are
+        return _validate.mask("mask", mask, torch.Size((*query.shape[:-2], self.num_heads, query.shape[-2], n_k)))
 
     @classmethod
     def from_pytorch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
@@ -238,4 +232,64 @@ class MultiHeadAttention(nn.Module):
         return module
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, dropout={self.dropout}"
+        # Lesson 11's options only where they are used, so that lesson 4's module prints as the paper's.
+        grouped = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
+        rotary = ", rotary=True" if self.rotary is not None else ""
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, dropout={self.dropout}" + \
+            grouped + rotary
+
+
+class AttentionWeights(dict):
+    """Attention weights by layer name (``"decoder.layers.0.cross_attention"``), each ``(B, h, n_q, n_k)``.
+
+    Filled by :func:`attention_weights` in the order the layers ran; a layer called again (a decoding step)
+    keeps the weights of its latest call.
+    """
+
+    def select(self, pattern: str) -> list[torch.Tensor]:
+        """The weights of the layers whose names match the shell-style ``pattern`` (``"decoder.*.cross_attention"``)."""
+        return [w for name, w in self.items() if fnmatch.fnmatchcase(name, pattern)]
+
+    def __missing__(self, name):
+        recorded = ", ".join(map(repr, self)) or "none"
+        raise KeyError(f"no attention weights recorded under {name!r}; recorded: {recorded} (a layer is recorded "
+                       "when it runs inside the with block)")
+
+
+@contextlib.contextmanager
+def attention_weights(model: nn.Module) -> Iterator[AttentionWeights]:
+    """Record the weights of every :class:`MultiHeadAttention` in ``model`` while the ``with`` block runs.
+
+        with attention_weights(model) as weights:
+            model(src, tgt)
+        weights["decoder.layers.0.cross_attention"]  # (B, h, n_dec, n_enc)
+        weights.select("encoder.*")                    # one (B, h, n_enc, n_enc) per encoder layer
+
+    Names are those of ``model.named_modules()`` (``""`` for a ``MultiHeadAttention`` passed itself). Inside
+    the block every attention layer takes its explicit path, since the fused kernel never forms the weights
+    (the same outputs up to float rounding); the weights are detached copies for reading. Forward hooks do
+    the recording, and they are removed when the block ends, even by an exception.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {_validate.describe(model)}")
+    layers = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
+    if not layers:
+        raise ValueError(f"model ({type(model).__name__}) has no MultiHeadAttention layer: there are no attention "
+                         "weights to read")
+    weights, handles = AttentionWeights(), []
+    try:
+        for name, layer in layers:
+            handles.append(layer.register_forward_pre_hook(_ask_for_weights, with_kwargs=True))
+            handles.append(layer.register_forward_hook(functools.partial(_record_weights, weights, name)))
+        yield weights
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _ask_for_weights(module, args, kwargs):
+    return args, {**kwargs, "need_weights": True}
+
+
+def _record_weights(weights: AttentionWeights, name: str, module, args, output) -> None:
+    weights[name] = output[1].detach()

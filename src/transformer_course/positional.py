@@ -2,6 +2,7 @@
 
 Attention alone is permutation-equivariant; these modules tell it where each token is. Shapes: batch
 B, positions n, model width d (``d_model``), and for rotary embeddings the width of one head ``d_head``.
+All three take their width first and ``max_len`` (the positions they are built for) by keyword.
 The sinusoidal encoding of Vaswani et al. (2017) interleaves sines and cosines:
 
     PE[pos, 2i] = sin(pos / base^(2i/d)),   PE[pos, 2i+1] = cos(pos / base^(2i/d)).
@@ -15,6 +16,8 @@ import torch
 from torch import nn
 
 from transformer_course import _validate
+
+MAX_LEN = 4096  # the default number of positions of every module that has a maximum length
 
 
 def _frequencies(d: int, base: float) -> torch.Tensor:
@@ -56,12 +59,7 @@ def _check_positions(x: torch.Tensor, offset: int, max_len: int, d_model: int) -
     if x.dim() not in (2, 3) or x.shape[-1] != d_model:
         raise ValueError(f"x must have shape (B, n, {d_model}) or (n, {d_model}), got {tuple(x.shape)}")
     offset = _validate.integer("offset", offset, minimum=0)
-    n = x.shape[-2]
-    if offset + n > max_len:
-        raise ValueError(
-            f"positions {offset}..{offset + n - 1} exceed max_len={max_len}: the sequence (n={n}, offset={offset}) "
-            f"is longer than this module was built for"
-        )
+    _validate.positions(x.shape[-2], max_len, offset)
     return offset
 
 
@@ -72,7 +70,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``offset .. offset + n - 1`` (``offset > 0`` when decoding one token at a time with a cache).
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, base: float = 10000.0):
+    def __init__(self, d_model: int, *, max_len: int = MAX_LEN, dropout: float = 0.0, base: float = 10000.0):
         super().__init__()
         self.d_model, self.max_len = d_model, _validate.integer("max_len", max_len, minimum=1)
         self.dropout = nn.Dropout(dropout)
@@ -87,7 +85,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """Adds a trained vector per position (as in BERT and GPT-2); knows nothing past ``max_len``."""
 
-    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, *, max_len: int = MAX_LEN, dropout: float = 0.0):
         super().__init__()
         self.d_model, self.max_len = d_model, _validate.integer("max_len", max_len, minimum=1)
         self.embedding = nn.Embedding(max_len, d_model)
@@ -107,7 +105,7 @@ class RotaryEmbedding(nn.Module):
     the offset m - n. x: ``(..., n, d_head)``; returns the same shape.
     """
 
-    def __init__(self, d_head: int, max_len: int = 4096, base: float = 10000.0):
+    def __init__(self, d_head: int, *, max_len: int = MAX_LEN, base: float = 10000.0):
         super().__init__()
         d_head = _validate.integer("d_head", d_head, minimum=2)
         if d_head % 2:
@@ -123,8 +121,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"the last dimension of x must be d_head={self.d_head}, got shape {tuple(x.shape)}")
         offset = _validate.integer("offset", offset, minimum=0)
         n = x.shape[-2]
-        if offset + n > self.max_len:
-            raise ValueError(f"positions {offset}..{offset + n - 1} exceed max_len={self.max_len}")
+        _validate.positions(n, self.max_len, offset)
         cos = self.cos[offset : offset + n].to(x.dtype)
         sin = self.sin[offset : offset + n].to(x.dtype)
         even, odd = x[..., 0::2], x[..., 1::2]

@@ -192,12 +192,16 @@ def positional_explorer() -> Explorer:
 
 
 def _draw_translation(fig: Figure, example: str, model, source, target, layer: int) -> None:
-    from transformer_course.generation import greedy_decode  # lesson 09's decoding
+    from transformer_course.generation import _evaluating, greedy_decode  # lesson 09's decoding
+    from transformer_course.multihead import attention_weights
 
     src = torch.tensor([source.encode(example)])
-    out, weights = greedy_decode(model, src, target.bos_id, target.eos_id, max_len=12, return_weights=True)
+    out = greedy_decode(model, src, target.bos_id, target.eos_id, max_len=12)
     translation = target.decode(out[0])
-    cross = weights["cross"][layer][0]  # (h, n_dec, n_enc)
+    decoder_input = torch.cat([torch.full_like(out[:, :1], target.bos_id), out[:, :-1]], dim=1)  # <bos> + output
+    with torch.no_grad(), _evaluating(model), attention_weights(model) as weights:
+        model(src, decoder_input)
+    cross = weights[f"decoder.layers.{layer}.cross_attention"][0]  # (h, n_dec, n_enc)
     rows = ["<bos>", *translation][: cross.shape[1]]
     ax = fig.add_subplot(1, 1, 1)
     viz.heatmap(cross.mean(0), ax, row_labels=rows, col_labels=list(example), xlabel="source characters",

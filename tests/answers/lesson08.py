@@ -64,7 +64,7 @@ class GPT(nn.Module):
     def __init__(self, vocab_size, d_model, num_heads, num_layers, max_len):
         super().__init__()
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.positional = LearnedPositionalEmbedding(max_len, d_model)
+        self.positional = LearnedPositionalEmbedding(d_model, max_len=max_len)
         self.blocks = nn.ModuleList(EncoderBlock(d_model, num_heads, 4 * d_model) for _ in range(num_layers))
         self.head = nn.Linear(d_model, vocab_size)
 

@@ -25,7 +25,8 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = [*sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb")),
+             *sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))]
 NOT_COMPARED = {"nbval-ignore-output", "nbval-skip", "portable-output"}
 # The mime types nbval leaves out of its comparison (nbval.plugin.IPyNbFile.skip_compare).
 SKIPPED_DATA = {"image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json"}

@@ -6,9 +6,15 @@ it. Name them by the cell's id instead, which nbformat 4.5 keeps stable across e
 nbval also gives up when the kernel's output messages pause for 5 s after a cell finishes; on a loaded
 2-core machine (two pytest-xdist workers, grading subprocesses) that happened once after a long training
 cell. Allow 60 s; a cell that really hangs is still stopped by --nbval-cell-timeout.
+
+Kernels start over private ipc sockets, retried (transformer_course.grading.kernel_start): over TCP, a port
+picked for a kernel can be taken by another process before the kernel binds it.
 """
 
+from transformer_course.grading.kernel_start import use_in_nbval
+
 OUTPUT_TIMEOUT = 60
+use_in_nbval()
 
 
 def pytest_collection_modifyitems(items):

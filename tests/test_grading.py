@@ -12,8 +12,11 @@ import copy
 import csv
 import json
 import linecache
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -400,6 +403,33 @@ def test_the_whole_csv_is_exactly_as_expected(graded):
     rows = read_rows(out)
     assert rows[0] == COLUMNS
     assert rows[1:] == expected_rows(expected)
+
+
+# Starts and stops kernels over TCP in a loop, as another user's notebooks or a second grader would.
+KERNEL_CHURN = """
+from jupyter_client.manager import start_new_kernel
+while True:
+    km, kc = start_new_kernel(kernel_name="python3")
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+"""
+
+
+def test_grading_again_under_load_gives_the_same_gradebook(graded, release, tmp_path):
+    """Determinism, and no kernel-start failure, with more jobs than cores while kernels start elsewhere."""
+    _, expected, out, root = graded
+    churn = subprocess.Popen([sys.executable, "-c", KERNEL_CHURN], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        again = tmp_path / "grades.csv"
+        code = main(["grade", str(root / "submissions"), "--release", str(release), "--out", str(again),
+                     "--jobs", str(2 * (os.cpu_count() or 1)), "--quiet", *LIMITS])
+    finally:
+        churn.kill()
+        churn.wait()
+    assert code == 0
+    assert again.read_bytes() == out.read_bytes()
+    assert not [r for r in read_rows(again) if "the notebook could not be run" in r[-1]]
 
 
 def test_every_status_is_covered(graded):

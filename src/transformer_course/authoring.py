@@ -166,7 +166,7 @@ def stale_exercises(solutions_dir: str | Path = "solutions", exercises_dir: str 
 
 def current_env_kernel_manager():
     """A kernel manager that starts ipykernel with this very interpreter (the .venv), whatever
-    kernelspecs the machine has installed elsewhere."""
+    kernelspecs the machine has installed elsewhere, over private ipc sockets."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import KernelManager
 
@@ -175,7 +175,11 @@ def current_env_kernel_manager():
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
             return KernelSpec(argv=argv, display_name="Python 3 (ipykernel)", language="python")
 
-    return KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnv())
+    from transformer_course.grading.kernel_start import use_private_ipc
+
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnv())
+    use_private_ipc(km)  # Unix sockets in a private folder: no TCP port another process can take first
+    return km
 
 
 def execute_notebook(path: str | Path, *, timeout: int = 600, allow_errors: bool = False) -> nbformat.NotebookNode:

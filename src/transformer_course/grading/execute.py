@@ -58,6 +58,7 @@ class RunResult:
     running: str | None = None  # the cell that was running when the run ended
     kernel_end: dict | None = None
     setup_error: str | None = None
+    setup_out_of_memory: bool = False  # the kernel did not start because memory ran out (its stderr said so)
     finished: bool = False
     killed: bool = False  # the notebook time limit ran out
     exit_code: int | None = None
@@ -121,6 +122,9 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             result.running = data.get("running")
             result.kernel_end = data.get("kernel_end")
             result.setup_error = data.get("setup_error")
+            result.setup_out_of_memory = bool(data.get("setup_out_of_memory"))
+            if data.get("setup_report"):  # the grader's log keeps every attempt and the kernel's stderr
+                print(f"kernel start failed for {name}:\n{data['setup_report']}", file=sys.stderr, flush=True)
             result.finished = bool(data.get("finished"))
         for cell_id, exercise in checks.items():
             cell = result.cells.get(cell_id)

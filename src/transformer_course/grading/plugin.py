@@ -15,6 +15,7 @@ transformer_course.grading.plugin`` works too.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
@@ -42,6 +43,8 @@ class _Run:
         self.kernel_end: dict | None = None  # {"cell": id, "cause": "timeout" | "died" | "died_after" | "stopped"}
         self.last_cell: str | None = None  # the last cell that ran
         self.setup_error: str | None = None
+        self.setup_report: str | None = None  # every start attempt, with the kernel's stderr
+        self.setup_out_of_memory = False
         self.kernel = None  # nbval's RunningKernel
 
     def write(self, finished: bool = False) -> None:
@@ -51,6 +54,8 @@ class _Run:
             "cells": self.cells,
             "kernel_end": self.kernel_end,
             "setup_error": self.setup_error,
+            "setup_report": self.setup_report,
+            "setup_out_of_memory": self.setup_out_of_memory,
             "finished": finished,
         }
         tmp = self.result.with_suffix(".tmp")
@@ -64,9 +69,22 @@ RUN: _Run | None = None
 # --- nbval, made to report execute replies and dead kernels ----------------------------------------
 
 
+def kernel_start_module():
+    """``kernel_start.py`` beside this file, loaded by path (importing the package would import torch)."""
+    spec = importlib.util.spec_from_file_location("_course_kernel_start", Path(__file__).with_name("kernel_start.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+KERNEL_START = kernel_start_module()
+
+
 def _patch_nbval() -> None:
     from nbval import kernel as nbk
     from nbval import plugin as nbp
+
+    KERNEL_START.use_in_nbval()  # private ipc sockets, retried starts, the kernel's stderr kept
 
     execute_cell_input = nbk.RunningKernel.execute_cell_input
 
@@ -210,7 +228,10 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if RUN is not None and report.when == "setup" and report.failed and RUN.setup_error is None:
         error = call.excinfo.value if call.excinfo else None
-        RUN.setup_error = f"{type(error).__name__}: {error}".splitlines()[0][:200] if error else "setup failed"
+        RUN.setup_error = f"{type(error).__name__}: {error}".splitlines()[0][:300] if error else "setup failed"
+        if isinstance(error, KERNEL_START.KernelStartError):
+            RUN.setup_report = error.report()
+            RUN.setup_out_of_memory = error.out_of_memory
         RUN.write()
 
 

@@ -84,8 +84,8 @@ def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
     if end.get("cell"):
         return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
     if run.setup_error:
-        return "error", (f"the notebook could not be run: the kernel did not start ({_first_line(run.setup_error)}); "
-                         "if no notebook starts, raise --memory-limit")
+        advice = "; it ran out of memory: raise --memory-limit" if run.setup_out_of_memory else ""
+        return "error", f"the notebook could not be run: {_first_line(run.setup_error)}{advice}"
     where = f" while cell {run.running} was running" if run.running else ""
     return "error", f"not run: the grader's pytest process ended early (exit code {run.exit_code}){where}"
 

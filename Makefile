@@ -17,11 +17,12 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 PORTABLE_1 := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
 PORTABLE_2 := MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3
 
-.PHONY: help venv book test test-portable lint lab execute exercises bench requirements clean distclean
+.PHONY: help venv book test test-fast test-portable lint lab execute exercises bench requirements clean distclean
 
 help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
 	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
+	@echo "make test-fast    lint and the package, checks and authoring tests (no notebooks, grading runs, book): < 1 min"
 	@echo "make test-portable  re-run lessons and solutions with nbval under two other numerics configurations"
 	@echo "make lab         open JupyterLab on the exercise notebooks"
 	@echo "make execute     re-run lessons/ and solutions/ in place from a fresh kernel"
@@ -54,6 +55,9 @@ test: lint
 	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
 
 # The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
+test-fast: lint
+	$(BIN)/python -m pytest tests -m "not slow" -n 2 -q -p no:cacheprovider
+
 test-portable: $(STAMP)
 	@echo "== nbval under $(PORTABLE_1)"
 	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider

@@ -11,9 +11,11 @@ Kernels start over private ipc sockets, retried (transformer_course.grading.kern
 picked for a kernel can be taken by another process before the kernel binds it.
 """
 
+from transformer_course.grading import nbval_compat
 from transformer_course.grading.kernel_start import use_in_nbval
 
 OUTPUT_TIMEOUT = 60
+nbval_compat.require()
 use_in_nbval()
 
 

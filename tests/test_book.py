@@ -28,6 +28,8 @@ import yaml
 
 from transformer_course.launch import repository
 
+pytestmark = pytest.mark.slow  # builds the book, drives a browser
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

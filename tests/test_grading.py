@@ -383,12 +383,14 @@ def graded(tmp_path_factory, release):
 # --- the gradebook of the fabricated class ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_grading_runs_and_exits_zero(graded):
     code, expected, out, _ = graded
     assert code == 0
     assert len(expected) >= 12
 
 
+@pytest.mark.slow  # grades notebooks end to end
 @pytest.mark.parametrize("student", ["ada", "blank", "bob", "carol", "dave", "frank", "grace", "heidi", "ivan",
                                      "judy", "ken", "lena", "mallory", "oscar", "peggy", "quinn", "rita",
                                      "sam"])
@@ -398,6 +400,7 @@ def test_rows_of_each_fabricated_submission(graded, student):
     assert rows == expected_rows({student: expected[student]}), "got:\n" + "\n".join(map(repr, rows))
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_the_whole_csv_is_exactly_as_expected(graded):
     _, expected, out, _ = graded
     rows = read_rows(out)
@@ -415,6 +418,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_grading_again_under_load_gives_the_same_gradebook(graded, release, tmp_path):
     """Determinism, and no kernel-start failure, with more jobs than cores while kernels start elsewhere."""
     _, expected, out, root = graded
@@ -428,15 +432,20 @@ def test_grading_again_under_load_gives_the_same_gradebook(graded, release, tmp_
         churn.kill()
         churn.wait()
     assert code == 0
+    first, second = read_rows(out), read_rows(again)
+    changed = [f"{a}\n  -> {b}" for a, b in zip(first, second, strict=True) if a != b]
+    assert not changed, "rows that changed under load:\n" + "\n".join(changed)
     assert again.read_bytes() == out.read_bytes()
     assert not [r for r in read_rows(again) if "the notebook could not be run" in r[-1]]
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_every_status_is_covered(graded):
     _, _, out, _ = graded
     assert {r[6] for r in read_rows(out)[1:]} == {"passed", "failed", "error", "timeout", "missing", "tampered"}
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_feedback_pages(graded):
     _, expected, out, root = graded
     index = (root / "report" / "index.html").read_text()
@@ -451,6 +460,7 @@ def test_feedback_pages(graded):
 # --- the notebook time limit, shards and merging, determinism ---------------------------------------------
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, release):
     submissions = tmp_path / "submissions"
     (submissions / "trent").mkdir(parents=True)
@@ -467,6 +477,7 @@ def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, r
     ]
 
 
+@pytest.mark.slow  # grades notebooks end to end
 def test_shards_merge_into_the_full_gradebook(tmp_path, release):
     submissions = tmp_path / "submissions"
     for student in ("amy", "ben", "cat"):

@@ -7,9 +7,13 @@ not after it: each grades a class of notebooks for a minute or more.
 import shutil
 from pathlib import Path
 
+import pytest
+
 from transformer_course.cli import main
 from transformer_course.grading.collect import load_releases
 from transformer_course.grading.report import read_csv
+
+pytestmark = pytest.mark.slow  # grades the whole release twice
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,6 +17,8 @@ from transformer_course.grading.execute import Limits, RunResult
 from transformer_course.grading.kernel_start import KernelStartError, start_kernel
 from transformer_course.grading.verdict import _not_run
 
+pytestmark = pytest.mark.slow  # starts kernels
+
 KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
 
 

@@ -87,6 +87,7 @@ def test_install_cell_does_nothing_where_the_package_is_installed(monkeypatch, c
     assert pip == [] and colab_calls == (["widgets"] if colab else [])
 
 
+@pytest.mark.slow  # pip builds and installs the package
 def test_the_package_installs_from_its_source_without_the_repository_around_it(tmp_path):
     """What the install cell asks pip for: a non-editable build of the package, importable on its own."""
     source = tmp_path / "source"

@@ -13,6 +13,8 @@ import yaml
 
 from transformer_course.authoring import METADATA_KEY, execute_notebook, stale_exercises
 
+pytestmark = pytest.mark.slow  # executes every exercise notebook
+
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))

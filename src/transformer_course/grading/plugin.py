@@ -69,21 +69,22 @@ RUN: _Run | None = None
 # --- nbval, made to report execute replies and dead kernels ----------------------------------------
 
 
-def kernel_start_module():
-    """``kernel_start.py`` beside this file, loaded by path (importing the package would import torch)."""
-    spec = importlib.util.spec_from_file_location("_course_kernel_start", Path(__file__).with_name("kernel_start.py"))
+def _sibling(name: str):
+    """The module ``name``.py beside this file, loaded by path (importing the package would import torch)."""
+    spec = importlib.util.spec_from_file_location(f"_course_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-KERNEL_START = kernel_start_module()
+KERNEL_START = _sibling("kernel_start")
 
 
 def _patch_nbval() -> None:
     from nbval import kernel as nbk
     from nbval import plugin as nbp
 
+    _sibling("nbval_compat").require()  # what is replaced below (and by use_in_nbval) still exists
     KERNEL_START.use_in_nbval()  # private ipc sockets, retried starts, the kernel's stderr kept
 
     execute_cell_input = nbk.RunningKernel.execute_cell_input

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import weakref
@@ -57,13 +58,16 @@ class KernelStartError(RuntimeError):
 def use_private_ipc(km) -> str:
     """Make ``km`` (a ``KernelManager`` not yet started) use Unix sockets in a new private folder.
 
-    Returns the folder; it is removed when ``km`` is garbage-collected or the process exits.
+    Returns the folder; it is removed when ``km`` is garbage-collected or the process exits. On Windows,
+    where zmq has no ipc transport, the kernel stays on TCP and only the retries guard against the race.
     """
     folder = tempfile.mkdtemp(prefix="course-kernel-")  # mode 0700: no other user can use or take the names
+    weakref.finalize(km, shutil.rmtree, folder, True)
+    if sys.platform == "win32":
+        return folder
     km.transport = "ipc"
     km.ip = os.path.join(folder, "kernel")  # the sockets are kernel-<port>
     km.connection_file = os.path.join(folder, "connection.json")
-    weakref.finalize(km, shutil.rmtree, folder, True)
     return folder
 
 

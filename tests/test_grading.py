@@ -478,6 +478,22 @@ def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, r
 
 
 @pytest.mark.slow  # grades notebooks end to end
+def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
+    # 300 MiB of address space: ipykernel itself cannot start its threads (about 700 MiB are needed).
+    submissions = tmp_path / "submissions"
+    (submissions / "uma").mkdir(parents=True)
+    (submissions / "uma" / NAME).write_text(json.dumps(correct()))
+    out = tmp_path / "grades.csv"
+    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
+                 "--memory-limit", "300"]) == 0
+    for row in read_csv(out):
+        assert row.status == "error"
+        assert row.message.startswith("the notebook could not be run: KernelStartError: the kernel did not start "
+                                      "in 3 attempts"), row.message
+        assert row.message.endswith("it ran out of memory: raise --memory-limit"), row.message
+
+
+@pytest.mark.slow  # grades notebooks end to end
 def test_shards_merge_into_the_full_gradebook(tmp_path, release):
     submissions = tmp_path / "submissions"
     for student in ("amy", "ben", "cat"):

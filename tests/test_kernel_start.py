@@ -77,7 +77,7 @@ def test_a_taken_tcp_port_kills_a_plain_start_but_not_ours():
         run_and_stop(km, kc)
 
 
-def test_a_start_that_fails_once_is_retried(tmp_path):
+def test_a_start_that_fails_once_is_retried():
     fail_once = "import sys; sys.stderr.write('zmq.error.ZMQError: Address already in use\\n'); sys.exit(1)"
     make_manager, made = launcher(fail_once, None)
     pauses = []

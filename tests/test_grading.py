@@ -272,7 +272,8 @@ def fabricate(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expected["ken"] = {"01.1": ("passed", passed("01.1")[1] + " [review the code: it uses _exit]"),
                        "01.2": ("error", "the kernel died while the check ran (the process exited: os._exit, a crash, "
                                          "or no memory)"),
-                       "01.3": ("error", "not run: the kernel died in cell ex2-check")}
+                       "01.3": ("error", "not run: the kernel died in cell ex2-check (a crash, os._exit, or no memory "
+                                         "under --memory-limit 3072 MiB)")}
 
     # 12. lena: a notebook cut short (not valid JSON).
     data = EXERCISE.read_bytes()[:1000]
@@ -479,7 +480,9 @@ def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, r
 
 @pytest.mark.slow  # grades notebooks end to end
 def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
-    # 300 MiB of address space: ipykernel itself cannot start its threads (about 700 MiB are needed).
+    # 300 MiB of address space. Here ipykernel itself cannot start its threads; on CI's machine the kernel
+    # started and `import torch` failed ("failed to map segment from shared object"). Either way the row
+    # must say that memory ran out and which option to raise.
     submissions = tmp_path / "submissions"
     (submissions / "uma").mkdir(parents=True)
     (submissions / "uma" / NAME).write_text(json.dumps(correct()))
@@ -488,9 +491,8 @@ def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
                  "--memory-limit", "300"]) == 0
     for row in read_csv(out):
         assert row.status == "error"
-        assert row.message.startswith("the notebook could not be run: KernelStartError: the kernel did not start "
-                                      "in 3 attempts"), row.message
-        assert row.message.endswith("it ran out of memory: raise --memory-limit"), row.message
+        assert row.message.endswith("it ran out of memory: raise --memory-limit (now 300 MiB)") or (
+            row.message.startswith("not run: the kernel died") and "--memory-limit 300 MiB" in row.message), row.message
 
 
 @pytest.mark.slow  # grades notebooks end to end

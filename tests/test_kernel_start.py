@@ -15,7 +15,7 @@ from jupyter_client.manager import KernelManager
 
 from transformer_course.grading.execute import Limits, RunResult
 from transformer_course.grading.kernel_start import KernelStartError, start_kernel
-from transformer_course.grading.verdict import _not_run
+from transformer_course.grading.verdict import _not_run, _verdict
 
 pytestmark = pytest.mark.slow  # starts kernels
 
@@ -122,3 +122,27 @@ def test_the_row_suggests_a_memory_limit_only_for_memory(memory):
     assert status == "error"
     assert message.startswith("the notebook could not be run: KernelStartError: the kernel did not start")
     assert ("--memory-limit" in message) is memory
+    assert message.endswith("raise --memory-limit (now 4096 MiB)") is memory
+
+
+class _Prepared:  # the one attribute of grading.prepare.Prepared that a verdict on an error reads
+    def __init__(self, code_ids):
+        self.nb = type("Nb", (), {"cells": [type("Cell", (), {"id": i, "cell_type": "code"}) for i in code_ids]})
+        self.checks = {"ex1-check"}
+
+
+@pytest.mark.parametrize(("ename", "evalue", "memory"), [
+    # A kernel that starts under a tight limit and then cannot load torch (seen on CI under 300 MiB).
+    ("ImportError", "libtorch_cpu.so: failed to map segment from shared object", True),
+    ("MemoryError", "", True),
+    ("ImportError", "No module named 'torhc'", False),
+    ("NameError", "name 'token_logits' is not defined", False),
+])
+def test_an_error_in_a_cell_suggests_a_memory_limit_only_for_memory(ename, evalue, memory):
+    run = RunResult(cells={"setup": {"state": "error", "ename": ename, "evalue": evalue},
+                           "ex1-check": {"state": "error", "ename": ename, "evalue": evalue}})
+    status, message = _verdict(_Prepared(["setup", "ex1-check"]), run, Limits(memory_limit_mb=300), "ex1-check",
+                               "01.1 Token ids to logits")
+    assert status == "error" and message.startswith(f"{ename}: {evalue}".rstrip(": "))
+    assert f"(cell setup raised {ename}" in message
+    assert message.endswith("; it ran out of memory: raise --memory-limit (now 300 MiB)") is memory

@@ -28,10 +28,11 @@ from collections.abc import Callable
 ATTEMPTS = 3
 BACKOFF_S = 0.5  # before attempt k + 1: k * BACKOFF_S seconds
 STDERR_LINES = 20  # of a failed kernel's stderr, kept in the error
-# What a kernel that ran out of its address space prints (measured under RLIMIT_AS from 100 to 500 MiB:
-# "RuntimeError: can't start new thread" most often, MemoryError or an allocation failure otherwise).
+# What a kernel that ran out of its address space prints (measured under RLIMIT_AS from 100 to 1000 MiB:
+# "RuntimeError: can't start new thread" most often, MemoryError or an allocation failure otherwise; a kernel
+# that starts but cannot load torch's shared libraries raises "ImportError: ...: failed to map segment").
 MEMORY_SIGNS = ("MemoryError", "can't start new thread", "Cannot allocate memory", "std::bad_alloc",
-                "out of memory")
+                "out of memory", "failed to map segment")
 _NOISE = "Kernel is running over TCP without encryption"  # ipykernel's warning, not a cause
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from transformer_course.grading.execute import Limits, RunResult
+from transformer_course.grading.kernel_start import MEMORY_SIGNS
 from transformer_course.grading.prepare import Prepared, Release
 from transformer_course.grading.report import Row
 
@@ -42,6 +43,10 @@ def missing_rows(student: str, release: Release) -> list[Row]:
 def error_rows(student: str, release: Release, message: str) -> list[Row]:
     return [Row(student, release.name, c.exercise, c.title, 0, c.points, "error", clean(message))
             for c in release.checks]
+
+
+def _memory_advice(limits: Limits) -> str:
+    return f"; it ran out of memory: raise --memory-limit (now {limits.memory_limit_mb} MiB)"
 
 
 def _first_line(text: str) -> str:
@@ -78,13 +83,14 @@ def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
         return "timeout", (f"not run: cell {end['cell']} did not finish within {limits.cell_timeout:g} s and the "
                            "kernel had to be stopped")
     if end.get("cause") == "died":
-        return "error", f"not run: the kernel died in cell {end['cell']}"
+        limit = f" under --memory-limit {limits.memory_limit_mb} MiB" if limits.memory_limit_mb else ""
+        return "error", f"not run: the kernel died in cell {end['cell']} (a crash, os._exit, or no memory{limit})"
     if end.get("cause") == "died_after":
         return "error", f"not run: the kernel died after cell {end['cell']}"
     if end.get("cell"):
         return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
     if run.setup_error:
-        advice = "; it ran out of memory: raise --memory-limit" if run.setup_out_of_memory else ""
+        advice = _memory_advice(limits) if run.setup_out_of_memory else ""
         return "error", f"the notebook could not be run: {_first_line(run.setup_error)}{advice}"
     where = f" while cell {run.running} was running" if run.running else ""
     return "error", f"not run: the grader's pytest process ended early (exit code {run.exit_code}){where}"
@@ -114,7 +120,10 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         ename, evalue = cell.get("ename", ""), clean(cell.get("evalue", ""))
         if ename == "CheckFailed":
             return "failed", evalue[len(title) + 2:] if evalue.startswith(f"{title}: ") else evalue
-        return "error", f"{ename}: {evalue}".rstrip(": ") + _context(prepared, run, cell_id)
+        message = f"{ename}: {evalue}".rstrip(": ") + _context(prepared, run, cell_id)
+        # Under a tight --memory-limit even `import torch` fails (its libraries cannot be mapped).
+        memory = limits.memory_limit_mb and any(sign in message for sign in MEMORY_SIGNS)
+        return "error", message + (_memory_advice(limits) if memory else "")
     if state == "timeout":
         return "timeout", f"the check did not finish within the {limits.cell_timeout:g} s cell time limit"
     if state == "died":

@@ -11,12 +11,11 @@ Kernels start over private ipc sockets, retried (transformer_course.grading.kern
 picked for a kernel can be taken by another process before the kernel binds it.
 """
 
-from transformer_course.grading import nbval_compat
-from transformer_course.grading.kernel_start import use_in_nbval
+from transformer_course.grading.kernel_start import start_kernel
+from transformer_course.grading.nbval_patches import start_kernels_with
 
 OUTPUT_TIMEOUT = 60
-nbval_compat.require()
-use_in_nbval()
+start_kernels_with(start_kernel)
 
 
 def pytest_collection_modifyitems(items):

@@ -137,16 +137,3 @@ def _stop(km, kc) -> None:
         km.shutdown_kernel(now=True)
     except Exception:  # noqa: BLE001 - a kernel that never started has nothing to shut down
         pass
-
-
-def use_in_nbval() -> None:
-    """Make nbval start its kernels with :func:`start_kernel` (nbval 0.11 passes its stderr to /dev/null)."""
-    from nbval import kernel as nbk
-
-    def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
-        def manager():
-            return nbk.KernelManager(kernel_name=kernel_name, kernel_spec_manager=nbk.NbvalKernelspecManager())
-
-        return start_kernel(manager, startup_timeout=startup_timeout, **kwargs)
-
-    nbk.start_new_kernel = start_new_kernel

@@ -19,17 +19,11 @@ import importlib.util
 import json
 import os
 import resource
-import time
 from pathlib import Path
-from queue import Empty
 
 import pytest
 
 SPEC_ENV = "TRANSFORMER_COURSE_GRADE_SPEC"
-
-
-class KernelDied(RuntimeError):
-    """The kernel process ended while a cell was running."""
 
 
 class _Run:
@@ -78,70 +72,37 @@ def _sibling(name: str):
 
 
 KERNEL_START = _sibling("kernel_start")
+NBVAL_PATCHES = _sibling("nbval_patches")
 
 
-def _patch_nbval() -> None:
-    from nbval import kernel as nbk
-    from nbval import plugin as nbp
+class _Observer:
+    """Keeps what nbval_patches reports about the running cell in ``RUN.current``."""
 
-    _sibling("nbval_compat").require()  # what is replaced below (and by use_in_nbval) still exists
-    KERNEL_START.use_in_nbval()  # private ipc sockets, retried starts, the kernel's stderr kept
+    def _current(self, msg_id: str) -> dict:
+        current = RUN.current if RUN is not None else None
+        return current if current is not None and current.get("msg_id") == msg_id else {}
 
-    execute_cell_input = nbk.RunningKernel.execute_cell_input
+    def kernel_started(self, kernel) -> None:
+        RUN.kernel = kernel
+        try:
+            RUN.kernel_pid = int(kernel.km.provisioner.process.pid)
+        except Exception:  # noqa: BLE001 - the pid only helps clean up
+            RUN.kernel_pid = None
+        RUN.write()
 
-    def execute_and_remember(self, cell_input, allow_stdin=None):
-        msg_id = execute_cell_input(self, cell_input, allow_stdin=allow_stdin)
+    def sent(self, msg_id: str) -> None:
         if RUN is not None and RUN.current is not None:
             RUN.current["msg_id"] = msg_id
-        return msg_id
 
-    def await_reply(self, msg_id, timeout=None):
-        """nbval's await_reply, polling every second for a dead kernel and keeping the reply."""
-        current = RUN.current if RUN is not None and RUN.current and RUN.current.get("msg_id") == msg_id else None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            wait = 1.0
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    if current is not None:
-                        current["timed_out"] = True
-                    raise Empty
-            try:
-                msg = self.get_message(stream="shell", timeout=wait)
-            except Empty:
-                if not self.is_alive():
-                    if current is not None:
-                        current["died"] = True
-                    raise KernelDied("the kernel died") from None
-                continue
-            if msg["parent_header"].get("msg_id") == msg_id:
-                content = msg["content"]
-                if current is not None:
-                    current["reply"] = {
-                        "status": content.get("status"),
-                        "ename": str(content.get("ename", "")),
-                        "evalue": str(content.get("evalue", ""))[:2000],
-                    }
-                if content.get("status") == "aborted":
-                    raise RuntimeError("Kernel aborted execution request")
-                return
+    def replied(self, msg_id: str, content: dict) -> None:
+        self._current(msg_id)["reply"] = {"status": content.get("status"), "ename": str(content.get("ename", "")),
+                                          "evalue": str(content.get("evalue", ""))[:2000]}
 
-    setup = nbp.IPyNbFile.setup
+    def timed_out(self, msg_id: str) -> None:
+        self._current(msg_id)["timed_out"] = True
 
-    def setup_and_remember_pid(self):
-        setup(self)
-        if RUN is not None:
-            RUN.kernel = self.kernel
-            try:
-                RUN.kernel_pid = int(self.kernel.km.provisioner.process.pid)
-            except Exception:  # noqa: BLE001 - the pid only helps clean up
-                RUN.kernel_pid = None
-            RUN.write()
-
-    nbk.RunningKernel.execute_cell_input = execute_and_remember
-    nbk.RunningKernel.await_reply = await_reply
-    nbp.IPyNbFile.setup = setup_and_remember_pid
+    def died(self, msg_id: str) -> None:
+        self._current(msg_id)["died"] = True
 
 
 # --- pytest hooks ------------------------------------------------------------------------------------
@@ -175,7 +136,8 @@ def pytest_configure(config):
     _limit(resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT)
     _limit(resource.RLIMIT_CORE, 0)
     RUN = _Run(spec)
-    _patch_nbval()
+    NBVAL_PATCHES.start_kernels_with(KERNEL_START.start_kernel)  # private ipc, retried starts, stderr kept
+    NBVAL_PATCHES.observe_cells(_Observer())
     RUN.write()
 
 

@@ -12,7 +12,7 @@ import pytest
 import tomllib
 from packaging.specifiers import SpecifierSet
 
-from transformer_course.grading.nbval_compat import SUPPORTED, NbvalChanged, require
+from transformer_course.grading.nbval_patches import SUPPORTED, NbvalChanged, require
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,160 @@
+"""Every replacement of nbval internals, in one place, checked before anything is replaced.
+
+nbval's options and pytest's hooks cover most of what the course needs (cell timeouts, output
+sanitising, cell names: see ``conftest.py``), but not three things:
+
+- starting the kernel: nbval 0.11 starts it over TCP (a port can be taken before the kernel binds it)
+  and sends its stderr to /dev/null; :func:`start_kernels_with` makes it use ``kernel_start``;
+- in the grader, the execute *reply* of each cell (``ok``, or the exception's name and value: nbval
+  only compares outputs), a timeout told apart from a dead kernel within a second, and the kernel
+  itself, for its pid: :func:`observe_cells` reports them to an observer.
+
+These are internals, so ``pyproject.toml`` pins nbval to the range below, and :func:`require` fails with
+a message naming what is missing when an installed nbval no longer has one of them. Both patching
+functions call it first.
+
+Imports nothing from the course package (the grader's plugin loads it by path, without torch).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from queue import Empty
+from typing import Protocol
+
+SUPPORTED = ">=0.11,<0.12"  # the same range as pyproject.toml's dependency (a test keeps them equal)
+
+# (module, attribute path, parameters it must accept): what the replacements call or stand in for.
+NEEDED = [
+    ("nbval.kernel", "start_new_kernel", ("startup_timeout", "kernel_name")),
+    ("nbval.kernel", "KernelManager", ()),
+    ("nbval.kernel", "NbvalKernelspecManager", ()),
+    ("nbval.kernel", "RunningKernel.execute_cell_input", ("cell_input", "allow_stdin")),
+    ("nbval.kernel", "RunningKernel.await_reply", ("msg_id", "timeout")),
+    ("nbval.kernel", "RunningKernel.get_message", ("stream", "timeout")),
+    ("nbval.kernel", "RunningKernel.is_alive", ()),
+    ("nbval.plugin", "IPyNbFile.setup", ()),
+]
+
+
+class NbvalChanged(RuntimeError):
+    """The installed nbval lacks something the course replaces."""
+
+
+def require(modules: dict | None = None) -> None:
+    """Raise :class:`NbvalChanged` unless every entry of :data:`NEEDED` exists with its parameters.
+
+    ``modules`` maps module names to modules (for tests); by default they are imported.
+    """
+    import importlib
+
+    problems = []
+    for module_name, path, parameters in NEEDED:
+        try:
+            target = modules[module_name] if modules is not None else importlib.import_module(module_name)
+            for part in path.split("."):
+                target = getattr(target, part)
+        except (AttributeError, KeyError, ImportError):
+            problems.append(f"{module_name}.{path} is missing")
+            continue
+        if parameters:
+            accepted = inspect.signature(target).parameters
+            absent = [p for p in parameters if p not in accepted]
+            if absent:
+                problems.append(f"{module_name}.{path} no longer takes {', '.join(absent)}")
+    if problems:
+        version = _version()
+        raise NbvalChanged(f"nbval {version} is not the nbval the course was written for ({SUPPORTED}): "
+                           + "; ".join(problems) + f". Install a supported one: pip install 'nbval{SUPPORTED}'")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbval")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+# --- the replacements ---------------------------------------------------------------------------------
+
+
+def start_kernels_with(start_kernel: Callable) -> None:
+    """Make nbval start its kernels with ``start_kernel(make_manager, startup_timeout=..., **kwargs)``.
+
+    ``make_manager()`` gives a new, unstarted manager of nbval's kind; see ``kernel_start.start_kernel``.
+    """
+    require()
+    from nbval import kernel as nbk
+
+    def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
+        def make_manager():
+            return nbk.KernelManager(kernel_name=kernel_name, kernel_spec_manager=nbk.NbvalKernelspecManager())
+
+        return start_kernel(make_manager, startup_timeout=startup_timeout, **kwargs)
+
+    nbk.start_new_kernel = start_new_kernel
+
+
+class KernelDied(RuntimeError):
+    """The kernel process ended while a cell was running."""
+
+
+class CellObserver(Protocol):
+    """What :func:`observe_cells` reports; ``msg_id`` identifies one cell's execute request."""
+
+    def kernel_started(self, kernel) -> None: ...  # nbval's RunningKernel (``kernel.km``: its manager)
+    def sent(self, msg_id: str) -> None: ...
+    def replied(self, msg_id: str, content: dict) -> None: ...  # the execute reply's content
+    def timed_out(self, msg_id: str) -> None: ...
+    def died(self, msg_id: str) -> None: ...
+
+
+def observe_cells(observer: CellObserver) -> None:
+    """Report every execute request, its reply, a timeout or a dead kernel, and each started kernel."""
+    require()
+    from nbval import kernel as nbk
+    from nbval import plugin as nbp
+
+    execute_cell_input = nbk.RunningKernel.execute_cell_input
+    setup = nbp.IPyNbFile.setup
+
+    def execute_and_report(self, cell_input, allow_stdin=None):
+        msg_id = execute_cell_input(self, cell_input, allow_stdin=allow_stdin)
+        observer.sent(msg_id)
+        return msg_id
+
+    def await_reply(self, msg_id, timeout=None):
+        """nbval's await_reply (it waits for the reply on the shell channel), checking every second that
+        the kernel is alive (nbval alone waits for the whole cell timeout) and reporting the reply."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = 1.0
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    observer.timed_out(msg_id)
+                    raise Empty
+            try:
+                msg = self.get_message(stream="shell", timeout=wait)
+            except Empty:
+                if not self.is_alive():
+                    observer.died(msg_id)
+                    raise KernelDied("the kernel died") from None
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                observer.replied(msg_id, msg["content"])
+                if msg["content"].get("status") == "aborted":
+                    raise RuntimeError("Kernel aborted execution request")
+                return
+
+    def setup_and_report(self):
+        setup(self)
+        observer.kernel_started(self.kernel)
+
+    nbk.RunningKernel.execute_cell_input = execute_and_report
+    nbk.RunningKernel.await_reply = await_reply
+    nbp.IPyNbFile.setup = setup_and_report

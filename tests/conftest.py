@@ -1,5 +1,6 @@
-"""Fixtures shared by the tests: the book, built once per session."""
+"""Fixtures shared by the tests: the book, built once per session; a release folder for the grader."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,11 @@ def built_book(tmp_path_factory):
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return out / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    """A release folder holding the released exercises/01 notebook, as an instructor hands it out."""
+    folder = tmp_path_factory.mktemp("release")
+    shutil.copy(ROOT / "exercises" / "01_tensor_shapes.ipynb", folder)
+    return folder

@@ -99,6 +99,7 @@ def test_failure_message_shows_case_shapes_and_one_wrong_row():
     assert "max abs error" in message and "row [0, 0]" in message
     assert "expected [" in message and "got      [" in message
     assert "Likely mistake" not in message  # no known mistake matches: none is invented
+    assert failure.value.mistake is None
 
 
 def test_nan_is_reported_where_it_appears():
@@ -111,9 +112,19 @@ def test_nan_is_reported_where_it_appears():
 def test_first_matching_mistake_is_named_and_cases_stop_at_first_failure():
     cases = [Case("small", {"x": torch.arange(3.0)}), Case("big", {"x": torch.arange(5.0)})]
     mistakes = [Mistake("doubled", lambda x: 2 * x), Mistake("negated", lambda x: -x)]
-    with pytest.raises(CheckFailed, match=r"wrong result for small \[x \(3,\)\][\s\S]*Likely mistake: negated"):
+    named = r"wrong result for small \[x \(3,\)\][\s\S]*Likely mistake: negated"
+    with pytest.raises(CheckFailed, match=named) as caught:
         check_function(lambda x: -x, lambda x: x, cases, mistakes)
+    assert caught.value.mistake == "negated" and str(caught.value).endswith("\nLikely mistake: negated")
     assert check_function(lambda x: x + 0, lambda x: x, cases, mistakes) == 2
+
+
+def test_the_recognised_mistake_survives_the_exercise_prefix():
+    # What a program (lesson 8's check, the grader) reads instead of searching the message for "Likely mistake".
+    with pytest.raises(CheckFailed) as caught:
+        check("01.2", lambda t: (t[..., 1:], t[..., :-1]))
+    assert caught.value.mistake and caught.value.message.startswith("01.2 ")
+    assert str(caught.value) == f"{caught.value.message}\nLikely mistake: {caught.value.mistake}"
 
 
 def test_registry_entries_are_well_formed():

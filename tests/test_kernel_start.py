@@ -13,7 +13,7 @@ import pytest
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from transformer_course.grading.execute import Limits, RunResult
+from transformer_course.grading.execute import CellRecord, Limits, RunResult
 from transformer_course.grading.kernel_start import KernelStartError, start_kernel
 from transformer_course.grading.verdict import _not_run, _verdict
 
@@ -139,8 +139,8 @@ class _Prepared:  # the one attribute of grading.prepare.Prepared that a verdict
     ("NameError", "name 'token_logits' is not defined", False),
 ])
 def test_an_error_in_a_cell_suggests_a_memory_limit_only_for_memory(ename, evalue, memory):
-    run = RunResult(cells={"setup": {"state": "error", "ename": ename, "evalue": evalue},
-                           "ex1-check": {"state": "error", "ename": ename, "evalue": evalue}})
+    failed = CellRecord("error", ename, evalue)
+    run = RunResult(cells={"setup": failed, "ex1-check": failed})
     status, message = _verdict(_Prepared(["setup", "ex1-check"]), run, Limits(memory_limit_mb=300), "ex1-check",
                                "01.1 Token ids to logits")
     assert status == "error" and message.startswith(f"{ename}: {evalue}".rstrip(": "))

@@ -25,7 +25,15 @@ import transformer_course
 _NOT_LEARNER = (str(Path(transformer_course.__file__).parent), str(Path(torch.__file__).parent))
 
 class CheckFailed(Exception):
-    """An answer did not pass its check. The message alone is the feedback (Jupyter shows no traceback)."""
+    """An answer did not pass its check. The message alone is the feedback (Jupyter shows no traceback).
+
+    ``mistake`` is the hint of the known mistake the answer matched, if one was recognised; the message
+    then ends with it, on a line of its own ("Likely mistake: ...").
+    """
+
+    def __init__(self, message: str, *, mistake: str | None = None):
+        self.message, self.mistake = message, mistake
+        super().__init__(f"{message}\nLikely mistake: {mistake}" if mistake else message)
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ def check(exercise_id: str, answer) -> None:
     try:
         n_cases = ex.checker(answer)
     except CheckFailed as failure:
-        raise CheckFailed(f"{ex.id} {ex.title}: {failure}") from None
+        raise CheckFailed(f"{ex.id} {ex.title}: {failure.message}", mistake=failure.mistake) from None
     print(f"\u2714 {ex.id} {ex.title}: public checks passed ({n_cases} cases).")
 
 
@@ -149,19 +157,20 @@ def _call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake]):
     except Exception as error:  # noqa: BLE001 - any learner error is feedback
         raise CheckFailed(
             f"your code raised {type(error).__name__} on the case {case.describe()}:\n"
-            f"  {error}\n{_learner_location(error)}{_diagnose_error(mistakes, case, error)}"
+            f"  {error}\n{_learner_location(error)}",
+            mistake=_diagnose_error(mistakes, case, error),
         ) from None
 
 
-def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> str:
-    """The hint of the first known mistake that fails on this case with the same error, or ''."""
+def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> str | None:
+    """The hint of the first known mistake that fails on this case with the same error, or None."""
     for mistake in mistakes:
         try:
             mistake.wrong(*case.fresh_args())
         except Exception as theirs:  # noqa: BLE001
             if type(theirs) is type(error) and str(theirs) == str(error):
-                return f"\nLikely mistake: {mistake.hint}"
-    return ""
+                return mistake.hint
+    return None
 
 
 def _learner_location(error: Exception) -> str:
@@ -247,16 +256,16 @@ def compare(expected, got, names: Sequence[str] = ("output",), rtol: float = 1e-
     return compare_number(expected, got, name)
 
 
-def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> str:
-    """The hint of the first known mistake whose output equals the learner's, or ''."""
+def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> str | None:
+    """The hint of the first known mistake whose output equals the learner's, or None."""
     for mistake in mistakes:
         try:
             wrong = mistake.wrong(*case.fresh_args())
         except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
             continue
         if compare(wrong, got, **compare_kwargs) is None:
-            return f"\nLikely mistake: {mistake.hint}"
-    return ""
+            return mistake.hint
+    return None
 
 
 def check_function(
@@ -277,8 +286,8 @@ def check_function(
         got = call_answer(answer, case, mistakes)
         problem = compare(expected, got, **compare_kwargs)
         if problem:
-            hint = diagnose(mistakes, case, got, compare_kwargs)
-            raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}{hint}")
+            raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}",
+                              mistake=diagnose(mistakes, case, got, compare_kwargs))
     return len(cases)
 
 

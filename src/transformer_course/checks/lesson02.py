@@ -136,13 +136,11 @@ def check_dot_product_variance(answer) -> int:
     table = ", ".join(f"d_k={d_k}: {got:.4g}" for d_k, got in estimates.items())
     # The largest d_k tells the classic mistakes apart best (0, sqrt(d_k), 1 and d_k are far apart there).
     d_max = VARIANCE_DIMS[-1]
-    raise CheckFailed(
-        f"expected variances close to d_k (within {VARIANCE_TOLERANCE:.0%}), got {table}"
-        f"{_variance_hint(estimates[d_max], d_max)}"
-    )
+    raise CheckFailed(f"expected variances close to d_k (within {VARIANCE_TOLERANCE:.0%}), got {table}",
+                      mistake=_variance_hint(estimates[d_max], d_max))
 
 
-def _variance_hint(got: float, d_k: int) -> str:
+def _variance_hint(got: float, d_k: int) -> str | None:
     """The classic mistake whose value at ``d_k`` is near ``got``, if any."""
     known = [
         (0.0, "this looks like the mean of q.k (which is 0), not its variance."),
@@ -154,5 +152,5 @@ def _variance_hint(got: float, d_k: int) -> str:
     ]
     for value, hint in known:
         if abs(got - value) <= 0.2 * max(value, 1.0):
-            return f"\nLikely mistake: {hint}"
-    return ""
+            return hint
+    return None

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from transformer_course.checks.core import Case, Mistake, check_function, exercise
-from transformer_course.checks.modules import check_module
+from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention, merge_heads, split_heads
 
@@ -106,14 +106,14 @@ def _mha_mistakes(m: MultiHeadAttention) -> list[Mistake]:
     ]
 
 
-def _mha_cases() -> list[tuple[tuple, torch.dtype, int, Case]]:
+def _mha_cases() -> list[ModuleCase]:
     g = torch.Generator().manual_seed(6)
 
     def case(label, d, h, B, n_q, n_k, mask, dtype=torch.float32):
         x = torch.randn(B, n_q, d, generator=g, dtype=dtype)
         memory = torch.randn(B, n_k, d, generator=g, dtype=dtype)
         key, value = (x, x) if n_q == n_k else (memory, memory)
-        return (d, h), dtype, d + h, Case(label, {"query": x, "key": key, "value": value, "mask": mask})
+        return ModuleCase((d, h), dtype, d + h, Case(label, {"query": x, "key": key, "value": value, "mask": mask}))
 
     return [
         # B == h: there a mask without a head axis broadcasts silently (wrongly), and can be named.

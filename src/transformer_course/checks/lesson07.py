@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from transformer_course.blocks import EncoderBlock, PositionWiseFFN
 from transformer_course.checks.core import Case, Mistake, check_function, exercise
-from transformer_course.checks.modules import check_module
+from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import padding_mask
 
 # --- 07.1 layer_norm --------------------------------------------------------------------------------
@@ -74,12 +74,16 @@ def check_layer_norm(answer) -> int:
 # --- 07.2 PositionWiseFFN ----------------------------------------------------------------------------
 
 
-def _ffn_cases():
+def _ffn_cases() -> list[ModuleCase]:
     g = torch.Generator().manual_seed(9)
+
+    def case(args, dtype, seed, label, shape):
+        return ModuleCase(args, dtype, seed, Case(label, {"x": torch.randn(*shape, generator=g, dtype=dtype)}))
+
     return [
-        ((8, 32), torch.float32, 1, Case("batch of sequences", {"x": torch.randn(2, 5, 8, generator=g)})),
-        ((6, 12), torch.float32, 2, Case("one sequence", {"x": torch.randn(4, 6, generator=g)})),
-        ((4, 16), torch.float64, 3, Case("float64", {"x": torch.randn(3, 4, generator=g, dtype=torch.float64)})),
+        case((8, 32), torch.float32, 1, "batch of sequences", (2, 5, 8)),
+        case((6, 12), torch.float32, 2, "one sequence", (4, 6)),
+        case((4, 16), torch.float64, 3, "float64", (3, 4)),
     ]
 
 
@@ -104,14 +108,17 @@ def check_position_wise_ffn(answer) -> int:
 # --- 07.3 EncoderBlock (post-norm) -------------------------------------------------------------------
 
 
-def _block_cases():
+def _block_cases() -> list[ModuleCase]:
     g = torch.Generator().manual_seed(10)
+
+    def case(args, dtype, seed, label, shape, mask=None):
+        x = torch.randn(*shape, generator=g, dtype=dtype)
+        return ModuleCase(args, dtype, seed, Case(label, {"x": x, "mask": mask}))
+
     return [
-        ((8, 2, 16), torch.float32, 4, Case("no mask", {"x": torch.randn(2, 5, 8, generator=g), "mask": None})),
-        ((8, 2, 16), torch.float32, 5, Case("padding mask", {"x": torch.randn(3, 4, 8, generator=g),
-                                                             "mask": padding_mask(torch.tensor([4, 2, 1]), 4)})),
-        ((12, 3, 24), torch.float64, 6, Case("float64", {"x": torch.randn(2, 3, 12, generator=g, dtype=torch.float64),
-                                                         "mask": None})),
+        case((8, 2, 16), torch.float32, 4, "no mask", (2, 5, 8)),
+        case((8, 2, 16), torch.float32, 5, "padding mask", (3, 4, 8), padding_mask(torch.tensor([4, 2, 1]), 4)),
+        case((12, 3, 24), torch.float64, 6, "float64", (2, 3, 12)),
     ]
 
 

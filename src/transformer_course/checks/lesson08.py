@@ -7,7 +7,7 @@ from torch import nn
 
 from transformer_course.blocks import DecoderBlock, EncoderBlock
 from transformer_course.checks.core import Case, CheckFailed, Mistake, check_function, exercise
-from transformer_course.checks.modules import check_module
+from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 from transformer_course.positional import LearnedPositionalEmbedding
@@ -15,16 +15,16 @@ from transformer_course.positional import LearnedPositionalEmbedding
 # --- 08.1 DecoderBlock.forward (post-norm) ----------------------------------------------------------
 
 
-def _decoder_cases():
+def _decoder_cases() -> list[ModuleCase]:
     g = torch.Generator().manual_seed(11)
 
     def case(label, d, h, B, n_dec, n_enc, lens, dtype=torch.float32):
-        return (d, h, 2 * d), dtype, d + n_enc, Case(label, {
+        return ModuleCase((d, h, 2 * d), dtype, d + n_enc, Case(label, {
             "x": torch.randn(B, n_dec, d, generator=g, dtype=dtype),
             "memory": torch.randn(B, n_enc, d, generator=g, dtype=dtype),
             "self_mask": causal_mask(n_dec),
             "memory_mask": padding_mask(torch.tensor(lens), n_enc),
-        })
+        }))
 
     return [
         # n_dec == n_enc first: there, attention fed the wrong tensors still runs and can be named.
@@ -105,11 +105,16 @@ class ReferenceGPT(nn.Module):
         return self.head(x)
 
 
-def _gpt_cases():
+def _gpt_cases() -> list[ModuleCase]:
     g = torch.Generator().manual_seed(12)
+
+    def case(args, seed, label, batch, n):  # args: (vocab_size, d_model, num_heads, num_layers, max_len)
+        return ModuleCase(args, torch.float32, seed, Case(label, {"tokens": torch.randint(args[0], (batch, n),
+                                                                                           generator=g)}))
+
     return [
-        ((11, 8, 2, 2, 10), torch.float32, 1, Case("batch of 2", {"tokens": torch.randint(11, (2, 7), generator=g)})),
-        ((7, 12, 3, 1, 6), torch.float32, 2, Case("full length", {"tokens": torch.randint(7, (3, 6), generator=g)})),
+        case((11, 8, 2, 2, 10), 1, "batch of 2", 2, 7),
+        case((7, 12, 3, 1, 6), 2, "full length", 3, 6),
     ]
 
 
@@ -158,10 +163,10 @@ def check_decoder_only(answer) -> int:
         return check_module(answer, ReferenceGPT, cases, _gpt_mistakes,
                             "TinyGPT(vocab_size, d_model, num_heads, num_layers, max_len)", ("logits",))
     except CheckFailed as failure:
-        if "Likely mistake" in str(failure):
+        if failure.mistake:
             raise
-        args, _, _, case = cases[0]
-        raise CheckFailed(f"{failure}{_causality_hint(answer, args, case.args['tokens'])}") from None
+        first = cases[0]
+        raise CheckFailed(f"{failure}{_causality_hint(answer, first.args, first.case.args['tokens'])}") from None
 
 
 # --- 08.3 the parameter count of a decoder-only configuration -------------------------------------

@@ -165,7 +165,7 @@ def check_greedy_decode(answer) -> int:
             got = call_answer(answer, case)
             problem = _compare_lists(expected, got)
             if problem:
-                hint = next((f"\nLikely mistake: {h}" for h, wrong in mistakes
-                             if _compare_lists(wrong(*case.fresh_args()), got) is None), "")
-                raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}{hint}")
+                hint = next((h for h, wrong in mistakes if _compare_lists(wrong(*case.fresh_args()), got) is None),
+                            None)
+                raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}", mistake=hint)
     return len(cases)

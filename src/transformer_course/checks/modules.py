@@ -9,6 +9,7 @@ swapped norm shows), loads them into the learner's module and compares the two f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -43,6 +44,15 @@ def _copy_weights(module: nn.Module, reference: nn.Module) -> None:
     module.to(next(reference.parameters()).dtype).eval()
 
 
+class ModuleCase(NamedTuple):
+    """A module to build and an input to run it on."""
+
+    args: tuple  # the constructor's positional arguments, e.g. (d_model, num_heads)
+    dtype: torch.dtype
+    seed: int  # of the reference's random weights
+    case: Case  # the forward pass's arguments
+
+
 def _randomise(module: nn.Module, seed: int) -> nn.Module:
     """Random values in every parameter (LayerNorms too), so swapped or skipped parts show."""
     g = torch.Generator().manual_seed(seed)
@@ -55,13 +65,13 @@ def _randomise(module: nn.Module, seed: int) -> nn.Module:
 def check_module(
     answer,
     make_reference: Callable[..., nn.Module],
-    cases: Sequence[tuple[tuple, torch.dtype, int, Case]],
+    cases: Sequence[ModuleCase],
     mistakes_for: Callable[[nn.Module], Sequence[Mistake]],
     signature: str,
     names: Sequence[str],
 ) -> int:
-    """Build the learner's module for each ``(constructor args, dtype, seed, case)``, copy the reference's
-    weights into it, and compare the forward passes."""
+    """Build the learner's module for each case, copy the reference's weights into it, and compare the
+    forward passes."""
     require_callable(answer, f"a class, {signature}")
     n_cases = 0
     for args, dtype, seed, case in cases:

@@ -10,6 +10,7 @@ kernel and anything it started included.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -21,13 +22,15 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import nbformat
 
 from transformer_course.grading import plugin
 from transformer_course.grading.kernel import RECORDS_ENV
+from transformer_course.grading.messages import sanitize
 from transformer_course.grading.plugin import SPEC_ENV
-from transformer_course.grading.replay import confirm
+from transformer_course.grading.replay import Confirmation, confirm
 
 RUN_ENV = "TRANSFORMER_COURSE_GRADE_RUN"
 # pytest with the grading plugin loaded from its file, so the pytest process does not import the course
@@ -52,11 +55,46 @@ class Limits:
     memory_limit_mb: int = 4096  # address space of the kernel (RLIMIT_AS); 0: no limit
 
 
+# What the plugin saw of a cell: its execute reply was ok or an error; it ran past the cell time limit; the
+# kernel died during it; it was never sent to the kernel; or the run ended without a reply ("lost").
+CellState = Literal["ok", "error", "timeout", "died", "not_run", "lost"]
+# Why the kernel ended: a cell's timeout, a death during a cell or after one, or it stopped answering.
+EndCause = Literal["timeout", "died", "died_after", "stopped"]
+
+
+@dataclass
+class CellRecord:
+    state: CellState
+    ename: str = ""
+    evalue: str = ""
+    confirm: Confirmation | None = None  # for a check cell whose reply was ok: the replay outside the kernel
+
+    @classmethod
+    def from_json(cls, data) -> CellRecord:
+        """From the plugin's JSON; anything unexpected (the file is written by a process we cannot trust
+        completely) reads as a lost cell."""
+        if not isinstance(data, dict) or data.get("state") not in get_args(CellState):
+            return cls("lost")
+        return cls(data["state"], str(data.get("ename", "")), str(data.get("evalue", "")))
+
+
+@dataclass(frozen=True)
+class KernelEnd:
+    cell: str | None  # the cell during or after which it happened
+    cause: EndCause
+
+    @classmethod
+    def from_json(cls, data) -> KernelEnd | None:
+        if not isinstance(data, dict) or data.get("cause") not in get_args(EndCause):
+            return None
+        return cls(data.get("cell"), data["cause"])
+
+
 @dataclass
 class RunResult:
-    cells: dict[str, dict] = field(default_factory=dict)  # cell id -> what the plugin recorded
+    cells: dict[str, CellRecord] = field(default_factory=dict)  # by cell id
     running: str | None = None  # the cell that was running when the run ended
-    kernel_end: dict | None = None
+    kernel_end: KernelEnd | None = None
     setup_error: str | None = None
     setup_out_of_memory: bool = False  # the kernel did not start because memory ran out (its stderr said so)
     finished: bool = False
@@ -118,9 +156,9 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             data = {}
         _kill_leftovers(token, data.get("kernel_pid"))
         if isinstance(data, dict):
-            result.cells = data.get("cells") or {}
+            result.cells = {str(k): CellRecord.from_json(v) for k, v in (data.get("cells") or {}).items()}
             result.running = data.get("running")
-            result.kernel_end = data.get("kernel_end")
+            result.kernel_end = KernelEnd.from_json(data.get("kernel_end"))
             result.setup_error = data.get("setup_error")
             result.setup_out_of_memory = bool(data.get("setup_out_of_memory"))
             if data.get("setup_report"):  # the grader's log keeps every attempt and the kernel's stderr
@@ -128,10 +166,9 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             result.finished = bool(data.get("finished"))
         for cell_id, exercise in checks.items():
             cell = result.cells.get(cell_id)
-            if isinstance(cell, dict) and cell.get("state") == "ok":
+            if cell is not None and cell.state == "ok":
                 with _REPLAY_LOCK:
-                    found = confirm(exercise, records / f"{exercise}.pt")
-                cell["confirm"] = {"verdict": found.verdict, "message": found.message, "cases": found.cases}
+                    cell.confirm = confirm(exercise, records / f"{exercise}.pt")
         with open(log_path, "rb") as log:
             log.seek(max(0, log_path.stat().st_size - 4000))
             result.log_tail = log.read().decode("utf-8", "replace")
@@ -141,16 +178,15 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
 def _scrub(result: RunResult, root: Path) -> RunResult:
     """Messages without this run's temporary paths."""
 
-    def clean(text):
-        return text.replace(str(root), "<grading folder>") if isinstance(text, str) else text
+    def clean(text: str) -> str:
+        return sanitize(text, folders={str(root): "<grading folder>"}, limit=None)
 
     for cell in result.cells.values():
-        for key in ("evalue", "ename"):
-            if key in cell:
-                cell[key] = clean(cell[key])
-        if "confirm" in cell:
-            cell["confirm"]["message"] = clean(cell["confirm"].get("message", ""))
-    result.setup_error = clean(result.setup_error)
+        cell.ename, cell.evalue = clean(cell.ename), clean(cell.evalue)
+        if cell.confirm is not None:
+            cell.confirm = dataclasses.replace(cell.confirm, message=clean(cell.confirm.message))
+    if result.setup_error is not None:
+        result.setup_error = clean(result.setup_error)
     return result
 
 

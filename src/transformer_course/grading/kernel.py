@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numbers
 import os
-import re
 from pathlib import Path
+
+from transformer_course.grading.messages import sanitize
 
 RECORDS_ENV = "TRANSFORMER_COURSE_GRADE_RECORDS"
 OPAQUE = "__opaque__"
@@ -56,7 +57,7 @@ def _short_repr(value) -> str:
         text = repr(value)
     except Exception:  # noqa: BLE001
         text = f"<{type(value).__name__}>"
-    return re.sub(r"0x[0-9a-fA-F]+", "0xADDRESS", text)[:60]
+    return sanitize(text, limit=60)
 
 
 def check(exercise_id: str, answer) -> None:

@@ -18,15 +18,21 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from transformer_course.grading.kernel import OPAQUE, SEED
 
 MAX_RECORD_BYTES = 64 * 2**20
 
 
+# "unconfirmed": the checker cannot be replayed, the kernel's verdict stands; "no_record" / "bad_record": the
+# kernel saved no record, or one that cannot be read.
+Verdict = Literal["passed", "failed", "unconfirmed", "no_record", "bad_record"]
+
+
 @dataclass(frozen=True)
 class Confirmation:
-    verdict: str  # "passed", "failed", "unconfirmed" (cannot be replayed), "no_record", "bad_record"
+    verdict: Verdict
     message: str = ""
     cases: int = 0
 

@@ -10,8 +10,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from typing import Literal, get_args
 
-STATUSES = ("passed", "failed", "error", "timeout", "missing", "tampered")
+# What each status means: see grading/verdict.py.
+Status = Literal["passed", "failed", "error", "timeout", "missing", "tampered"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class Row:
     title: str
     points: int
     max_points: int
-    status: str
+    status: Status
     message: str
 
 

@@ -15,24 +15,11 @@ The status of an exercise comes from its *released* check cell only, found by ce
 
 from __future__ import annotations
 
-import re
-
 from transformer_course.grading.execute import Limits, RunResult
 from transformer_course.grading.kernel_start import MEMORY_SIGNS
+from transformer_course.grading.messages import sanitize as clean
 from transformer_course.grading.prepare import Prepared, Release
-from transformer_course.grading.report import Row
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-_CELL_FILE = re.compile(r"\b\d{6,}\.py\b")
-MAX_MESSAGE = 1500
-
-
-def clean(text: str) -> str:
-    """A message without colour codes, memory addresses or the kernel's per-cell file names."""
-    text = _ADDRESS.sub("0xADDRESS", _ANSI.sub("", text or ""))
-    text = _CELL_FILE.sub("cell", text).strip()
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+from transformer_course.grading.report import Row, Status
 
 
 def missing_rows(student: str, release: Release) -> list[Row]:
@@ -63,32 +50,32 @@ def _context(prepared: Prepared, run: RunResult, cell_id: str) -> str:
             break
         section = [] if cid in prepared.checks else section + [cid]
     for cid in section:
-        cell = run.cells.get(cid, {})
-        if cell.get("state") == "error":
-            what = f"{cell.get('ename', '')}: {_first_line(cell.get('evalue', ''))}".rstrip(": ")
+        cell = run.cells.get(cid)
+        if cell is not None and cell.state == "error":
+            what = f"{cell.ename}: {_first_line(cell.evalue)}".rstrip(": ")
             return f" (cell {cid} raised {what})"
-        if cell.get("state") == "timeout":
+        if cell is not None and cell.state == "timeout":
             return f" (cell {cid} did not finish in time)"
     return ""
 
 
-def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
+def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[Status, str]:
     if run.killed:
         if run.running == cell_id:
             return "timeout", f"the check did not finish before the notebook's {limits.notebook_timeout:g} s time limit"
         where = f" while cell {run.running} was running" if run.running else ""
         return "timeout", f"not run: the notebook's {limits.notebook_timeout:g} s time limit ran out{where}"
-    end = run.kernel_end or {}
-    if end.get("cause") == "timeout":
-        return "timeout", (f"not run: cell {end['cell']} did not finish within {limits.cell_timeout:g} s and the "
+    end = run.kernel_end
+    if end is not None and end.cause == "timeout":
+        return "timeout", (f"not run: cell {end.cell} did not finish within {limits.cell_timeout:g} s and the "
                            "kernel had to be stopped")
-    if end.get("cause") == "died":
+    if end is not None and end.cause == "died":
         limit = f" under --memory-limit {limits.memory_limit_mb} MiB" if limits.memory_limit_mb else ""
-        return "error", f"not run: the kernel died in cell {end['cell']} (a crash, os._exit, or no memory{limit})"
-    if end.get("cause") == "died_after":
-        return "error", f"not run: the kernel died after cell {end['cell']}"
-    if end.get("cell"):
-        return "error", f"not run: the kernel stopped responding after cell {end['cell']}"
+        return "error", f"not run: the kernel died in cell {end.cell} (a crash, os._exit, or no memory{limit})"
+    if end is not None and end.cause == "died_after":
+        return "error", f"not run: the kernel died after cell {end.cell}"
+    if end is not None and end.cell:
+        return "error", f"not run: the kernel stopped responding after cell {end.cell}"
     if run.setup_error:
         advice = _memory_advice(limits) if run.setup_out_of_memory else ""
         return "error", f"the notebook could not be run: {_first_line(run.setup_error)}{advice}"
@@ -96,17 +83,17 @@ def _not_run(run: RunResult, limits: Limits, cell_id: str) -> tuple[str, str]:
     return "error", f"not run: the grader's pytest process ended early (exit code {run.exit_code}){where}"
 
 
-def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, title: str) -> tuple[str, str]:
+def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, title: str) -> tuple[Status, str]:
     """(status, message) of one check cell, before any tampering of the cell itself is reported."""
     cell = run.cells.get(cell_id)
-    state = cell.get("state") if cell else None
+    state = cell.state if cell else None
     if state is None or state == "not_run":
         return _not_run(run, limits, cell_id)
     if state == "ok":
-        confirm = cell.get("confirm") or {}
-        verdict, detail = confirm.get("verdict"), clean(confirm.get("message", ""))
+        verdict = cell.confirm.verdict if cell.confirm else None
+        detail = clean(cell.confirm.message) if cell.confirm else ""
         if verdict == "passed":
-            return "passed", f"all {confirm.get('cases', 0)} cases passed"
+            return "passed", f"all {cell.confirm.cases} cases passed"
         if verdict == "unconfirmed":
             return "passed", "passed (the kernel's verdict: this check cannot be re-run outside the kernel)"
         if verdict == "failed":
@@ -117,7 +104,7 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         return "tampered", ("the check cell ran without an error but the check never completed: `check` or the "
                             "checking code was replaced or bypassed inside the kernel")
     if state == "error":
-        ename, evalue = cell.get("ename", ""), clean(cell.get("evalue", ""))
+        ename, evalue = cell.ename, clean(cell.evalue)
         if ename == "CheckFailed":
             return "failed", evalue[len(title) + 2:] if evalue.startswith(f"{title}: ") else evalue
         message = f"{ename}: {evalue}".rstrip(": ") + _context(prepared, run, cell_id)
@@ -128,7 +115,7 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         return "timeout", f"the check did not finish within the {limits.cell_timeout:g} s cell time limit"
     if state == "died":
         return "error", "the kernel died while the check ran (the process exited: os._exit, a crash, or no memory)"
-    return "error", f"the check cell could not be run ({clean(cell.get('evalue', ''))})"
+    return "error", f"the check cell could not be run ({clean(cell.evalue)})"
 
 
 def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[Row]:

@@ -1,0 +1,156 @@
+"""`transformer-course grade` end to end on a fabricated class (tests/fabricated_class.py): every status, every
+kind of tampering, the time and memory limits, shards, determinism under load. Each test grades real notebooks
+in real kernels, so every test here is marked slow (make test runs them; make test-fast does not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from fabricated_class import LIMITS, NAME, correct, expected_rows, fabricate, insert_after, read_rows, released
+
+from transformer_course.cli import main
+from transformer_course.grading.report import COLUMNS, read_csv
+
+pytestmark = pytest.mark.slow  # every test grades notebooks in kernels
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, release):
+    """Grade the fabricated submissions once with the command line, as an instructor would."""
+    root = tmp_path_factory.mktemp("class")
+    submissions = root / "submissions"
+    submissions.mkdir()
+    expected = fabricate(submissions)
+    out = root / "grades.csv"
+    code = main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--jobs", "2",
+                 "--html", str(root / "report"), "--quiet", *LIMITS])
+    return code, expected, out, root
+
+
+# --- the gradebook of the fabricated class ---------------------------------------------------------------
+
+
+def test_grading_runs_and_exits_zero(graded):
+    code, expected, out, _ = graded
+    assert code == 0
+    assert len(expected) >= 12
+
+
+@pytest.mark.parametrize("student", ["ada", "blank", "bob", "carol", "dave", "frank", "grace", "heidi", "ivan",
+                                     "judy", "ken", "lena", "mallory", "oscar", "peggy", "quinn", "rita",
+                                     "sam"])
+def test_rows_of_each_fabricated_submission(graded, student):
+    _, expected, out, _ = graded
+    rows = [r for r in read_rows(out)[1:] if r[0] == student]
+    assert rows == expected_rows({student: expected[student]}), "got:\n" + "\n".join(map(repr, rows))
+
+
+def test_the_whole_csv_is_exactly_as_expected(graded):
+    _, expected, out, _ = graded
+    rows = read_rows(out)
+    assert rows[0] == COLUMNS
+    assert rows[1:] == expected_rows(expected)
+
+
+# Starts and stops kernels over TCP in a loop, as another user's notebooks or a second grader would.
+KERNEL_CHURN = """
+from jupyter_client.manager import start_new_kernel
+while True:
+    km, kc = start_new_kernel(kernel_name="python3")
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+"""
+
+
+def test_grading_again_under_load_gives_the_same_gradebook(graded, release, tmp_path):
+    """Determinism, and no kernel-start failure, with more jobs than cores while kernels start elsewhere."""
+    _, expected, out, root = graded
+    churn = subprocess.Popen([sys.executable, "-c", KERNEL_CHURN], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        again = tmp_path / "grades.csv"
+        code = main(["grade", str(root / "submissions"), "--release", str(release), "--out", str(again),
+                     "--jobs", str(2 * (os.cpu_count() or 1)), "--quiet", *LIMITS])
+    finally:
+        churn.kill()
+        churn.wait()
+    assert code == 0
+    first, second = read_rows(out), read_rows(again)
+    changed = [f"{a}\n  -> {b}" for a, b in zip(first, second, strict=True) if a != b]
+    assert not changed, "rows that changed under load:\n" + "\n".join(changed)
+    assert again.read_bytes() == out.read_bytes()
+    assert not [r for r in read_rows(again) if "the notebook could not be run" in r[-1]]
+
+
+def test_every_status_is_covered(graded):
+    _, _, out, _ = graded
+    assert {r[6] for r in read_rows(out)[1:]} == {"passed", "failed", "error", "timeout", "missing", "tampered"}
+
+
+def test_feedback_pages(graded):
+    _, expected, out, root = graded
+    index = (root / "report" / "index.html").read_text()
+    for student in expected:
+        page = (root / "report" / f"{student}.html").read_text()
+        assert f"Feedback for {student}" in page
+        assert f'href="{student}.html"' in index
+    carol = (root / "report" / "carol.html").read_text()
+    assert "tampered" in carol and "the check cell was deleted" in carol
+
+
+# --- the notebook time limit, shards and merging, determinism ---------------------------------------------
+
+
+def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, release):
+    submissions = tmp_path / "submissions"
+    (submissions / "trent").mkdir(parents=True)
+    nb = insert_after(correct(), "ex1-check", "import time\ntime.sleep(600)", "nap")
+    (submissions / "trent" / NAME).write_text(json.dumps(nb))
+    out = tmp_path / "grades.csv"
+    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
+                 "--timeout", "300", "--notebook-timeout", "25"]) == 0
+    limit = "not run: the notebook's 25 s time limit ran out while cell nap was running"
+    assert [(r.exercise, r.status, r.points, r.message) for r in read_csv(out)] == [
+        ("01.1", "passed", 2, "all 5 cases passed"),
+        ("01.2", "timeout", 0, limit),
+        ("01.3", "timeout", 0, limit),
+    ]
+
+
+def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
+    # 300 MiB of address space. Here ipykernel itself cannot start its threads; on CI's machine the kernel
+    # started and `import torch` failed ("failed to map segment from shared object"). Either way the row
+    # must say that memory ran out and which option to raise.
+    submissions = tmp_path / "submissions"
+    (submissions / "uma").mkdir(parents=True)
+    (submissions / "uma" / NAME).write_text(json.dumps(correct()))
+    out = tmp_path / "grades.csv"
+    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
+                 "--memory-limit", "300"]) == 0
+    for row in read_csv(out):
+        assert row.status == "error"
+        assert row.message.endswith("it ran out of memory: raise --memory-limit (now 300 MiB)") or (
+            row.message.startswith("not run: the kernel died") and "--memory-limit 300 MiB" in row.message), row.message
+
+
+def test_shards_merge_into_the_full_gradebook(tmp_path, release):
+    submissions = tmp_path / "submissions"
+    for student in ("amy", "ben", "cat"):
+        (submissions / student).mkdir(parents=True)
+    (submissions / "amy" / NAME).write_text(json.dumps(released()))
+    (submissions / "ben" / NAME).write_text("not json")
+    args = ["--release", str(release), "--quiet", *LIMITS]
+    full, one, two = tmp_path / "full.csv", tmp_path / "one.csv", tmp_path / "two.csv"
+    assert main(["grade", str(submissions), "--out", str(full), "--jobs", "2", *args]) == 0
+    assert main(["grade", str(submissions), "--out", str(one), "--shard", "1/2", *args]) == 0
+    assert main(["grade", str(submissions), "--out", str(two), "--shard", "2/2", *args]) == 0
+    assert {r.student for r in read_csv(one)} == {"amy", "cat"}
+    assert {r.student for r in read_csv(two)} == {"ben"}
+    merged = tmp_path / "merged.csv"
+    assert main(["merge-grades", str(two), str(one), "--out", str(merged)]) == 0
+    assert merged.read_bytes() == full.read_bytes()  # same rows, same order, same bytes

@@ -1,0 +1,272 @@
+"""The grader's parts without a kernel: merging and sharding gradebooks, command-line errors, preparing a
+submission, reading notebooks, the record of a check and its replay, messages. Fast: part of make test-fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from fabricated_class import EXERCISE, NAME, ROOT, cell, correct, insert_after, solution_source
+
+from transformer_course.checks import CheckFailed
+from transformer_course.cli import main
+from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
+from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, load_release, prepare, strip_markers
+from transformer_course.grading.report import COLUMNS, Row, read_csv
+
+
+def test_merge_grades_applies_a_regrade(tmp_path, capsys):
+    def book(name, rows):
+        path = tmp_path / name
+        path.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+        return path
+
+    old = book("grades.csv", [("ann", NAME, "01.1", "t", 0, 2, "failed", "x"), ("bo", NAME, "01.1", "t", 2, 2,
+                                                                                  "passed", "y")])
+    regrade = book("ann.csv", [("ann", NAME, "01.1", "t", 2, 2, "passed", "z")])
+    out = tmp_path / "merged.csv"
+    assert main(["merge-grades", str(old), str(regrade), "--out", str(out)]) == 0
+    assert [(r.student, r.points, r.message) for r in read_csv(out)] == [("ann", 2, "z"), ("bo", 2, "y")]
+    assert "ann: the rows from" in capsys.readouterr().err
+    assert main(["merge-grades", str(tmp_path / "nope.csv")]) == 2
+    (tmp_path / "bad.csv").write_text("a,b\n")
+    assert main(["merge-grades", str(tmp_path / "bad.csv")]) == 2
+
+
+def test_shards_are_deterministic_and_cover_everyone_once():
+    class S:
+        def __init__(self, name):
+            self.name = name
+
+    students = [S(n) for n in "abcdefg"]
+    shards = [[s.name for s in select_shard(students, (k, 3))] for k in (1, 2, 3)]
+    assert shards == [["a", "d", "g"], ["b", "e"], ["c", "f"]]
+
+
+# --- command-line errors --------------------------------------------------------------------------------
+
+
+def test_bad_arguments_give_a_one_line_error(tmp_path, capsys, release):
+    subs = tmp_path / "subs"
+    (subs / "amy").mkdir(parents=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = str(tmp_path / "g.csv")
+    cases = [
+        (["grade", str(subs), "--out", out, "--release", str(tmp_path / "nowhere")], "release folder"),
+        (["grade", str(subs), "--out", out, "--release", str(empty)], "no released exercises"),
+        (["grade", str(tmp_path / "missing"), "--out", out, "--release", str(release)], "submissions folder"),
+        (["grade", str(empty), "--out", out, "--release", str(release)], "no submissions"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--shard", "3/2"], "--shard 3/2"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--shard", "x"], "--shard x"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--jobs", "0"], "--jobs 0"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--student", "zoe"], "no submission from zoe"),
+        (["grade", str(subs), "--out", str(tmp_path / "no" / "g.csv"), "--release", str(release)], "--out"),
+    ]
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and words in err and "\n" not in err, err
+    assert not Path(out).exists()
+
+
+# --- preparing a submission (no kernel) -------------------------------------------------------------------
+
+
+def test_prepared_notebook_restores_checks_and_read_only_cells():
+    release = load_release(EXERCISE)
+    nb = correct()
+    cell(nb, "setup")["source"] = "def check(*args):\n    pass"
+    cell(nb, "ex1-task")["source"] = "I rewrote the task."
+    nb["cells"].remove(cell(nb, "ex2-check"))
+    prepared = prepare(release, json.dumps(nb).encode())
+    cells = {c.id: c for c in prepared.nb.cells}
+    original = {c.id: c for c in release.nb.cells}
+    assert [c.id for c in prepared.nb.cells] == [c.id for c in release.nb.cells]
+    assert cells["setup"].source == original["setup"].source
+    assert cells["ex1-task"].source == original["ex1-task"].source
+    assert cells["ex2-check"].source == GRADER_CHECK_IMPORT + original["ex2-check"].source
+    assert cells["ex1-answer"].source == solution_source("01.1")
+    assert prepared.tampered == {"01.2": ["the check cell was deleted"]}
+    assert prepared.checks == {"ex1-check": "01.1", "ex2-check": "01.2", "ex3-check": "01.3"}
+    assert all(not c.metadata for c in prepared.nb.cells)  # no tags, no learner metadata
+    assert all(c.get("outputs", []) == [] for c in prepared.nb.cells)
+
+
+def test_nbval_markers_are_blanked_keeping_line_numbers():
+    source = "# NBVAL_SKIP\nx = 1\n  #  NBVAL_RAISES_EXCEPTION\n# a NBVAL_SKIP in prose stays\n"
+    assert strip_markers(source) == "#\nx = 1\n  #\n# a NBVAL_SKIP in prose stays\n"
+
+
+def test_duplicate_and_invalid_ids_of_extra_cells_are_renamed():
+    release = load_release(EXERCISE)
+    nb = insert_after(correct(), "ex1-check", "x = 1", "ex1-check")  # a copy keeping the check's id
+    nb = insert_after(nb, "ex2-check", "y = 2", "bad id!")
+    prepared = prepare(release, json.dumps(nb).encode())
+    ids = [c.id for c in prepared.nb.cells]
+    assert len(ids) == len(set(ids))
+    assert "extra-1" in ids and "extra-2" in ids
+    assert prepared.tampered == {}
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "not valid JSON (Expecting value at line 1, column 1)"),
+    (b"[1, 2]", "not a Jupyter notebook (the JSON is a list, not an object)"),
+    (b'{"nbformat": 3, "worksheets": []}', "not a version 4 Jupyter notebook (nbformat 3)"),
+    (b'{"nbformat": 4}', "not a Jupyter notebook (it has no list of cells)"),
+    (b"\xff\xfe\x00", "the file is not UTF-8 text"),
+])
+def test_unreadable_notebooks_say_why(data, reason):
+    from transformer_course.grading.prepare import UnreadableNotebook
+
+    with pytest.raises(UnreadableNotebook, match=r"^" + re.escape(reason) + "$"):
+        prepare(load_release(EXERCISE), data)
+
+
+def test_both_layouts_are_found_and_stray_files_noted(tmp_path):
+    releases = load_releases(ROOT / "exercises")
+    (tmp_path / "amy" / "sub").mkdir(parents=True)
+    (tmp_path / "amy" / "sub" / NAME).write_text("{}")
+    (tmp_path / "amy" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "amy" / ".ipynb_checkpoints" / NAME).write_text("old")
+    (tmp_path / f"bo__{NAME}").write_text("{}")
+    (tmp_path / f"amy__{NAME}").write_text("second copy")
+    (tmp_path / "notes.md").write_text("")
+    (tmp_path / "cy__99_unknown.ipynb").write_text("{}")
+    students, notes = find_students(tmp_path, releases)
+    assert [s.name for s in students] == ["amy", "bo"]
+    assert students[0].notebooks[NAME] == b"{}"
+    assert notes == [f"ignored amy__{NAME}: amy/{NAME} is graded instead",
+                     "ignored cy__99_unknown.ipynb (not STUDENT__NN_topic.ipynb for a released notebook)",
+                     "ignored notes.md"]
+    with pytest.raises(GradingError):
+        find_students(tmp_path / "nope", releases)
+
+
+def test_row_fields_match_the_documented_columns():
+    assert COLUMNS == ["student", "notebook", "exercise", "title", "points", "max_points", "status", "message"]
+    assert [f for f in Row.__dataclass_fields__] == COLUMNS
+
+
+# --- the record and its replay outside the kernel (in this process, no kernel) ------------------------------
+
+
+@pytest.fixture
+def toy_exercise(monkeypatch):
+    """A registered exercise whose checker draws cases from torch's global generator, some of them after
+    calling the learner's function."""
+    from transformer_course.checks import REGISTRY
+    from transformer_course.checks.core import Case, Exercise, check_function
+
+    def checker(answer):
+        first = [Case("first", {"x": torch.randn(3)})]
+        n = check_function(answer, lambda x: 2 * x, first)
+        later = [Case("drawn after the learner's call", {"x": torch.randn(4)})]
+        return n + check_function(answer, lambda x: 2 * x, later)
+
+    monkeypatch.setitem(REGISTRY, "99.1", Exercise("99.1", "Double", 1, checker))
+    return "99.1"
+
+
+def graded_check(tmp_path, monkeypatch, answer, exercise="99.1"):
+    """What the grader's check records in a kernel, then what the replay outside it says."""
+    from transformer_course.grading import kernel
+    from transformer_course.grading.replay import confirm
+
+    monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
+    kernel.check(exercise, answer)
+    return confirm(exercise, tmp_path / f"{exercise}.pt")
+
+
+def test_replay_confirms_a_right_answer_that_uses_the_global_generator(tmp_path, monkeypatch, toy_exercise):
+    def noisy_double(x):
+        torch.randn(7)  # moves the global generator, as dropout or sampling would
+        return 2 * x
+
+    found = graded_check(tmp_path, monkeypatch, noisy_double)
+    assert (found.verdict, found.cases) == ("passed", 2)
+
+
+def test_replay_rejects_what_a_patched_comparison_let_through(tmp_path, monkeypatch, toy_exercise):
+    from transformer_course.checks import core
+
+    real_compare = core.compare
+    monkeypatch.setattr(core, "compare", lambda *args, **kwargs: None)
+    from transformer_course.grading import kernel
+    from transformer_course.grading.replay import confirm
+
+    monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
+    kernel.check("99.1", lambda x: 3 * x)  # 'passes' in this (tampered) process
+    monkeypatch.setattr(core, "compare", real_compare)
+    found = confirm("99.1", tmp_path / "99.1.pt")
+    assert found.verdict == "failed" and found.message.startswith("wrong result for first [x (3,)]")
+
+
+def test_replay_of_opaque_and_missing_records(tmp_path, monkeypatch, toy_exercise):
+    from transformer_course.grading.replay import confirm
+
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+
+    with pytest.raises(CheckFailed):
+        graded_check(tmp_path, monkeypatch, lambda x: AlwaysEqual())
+    assert confirm("99.1", tmp_path / "99.1.pt").verdict == "no_record"  # a failing check saves nothing
+    (tmp_path / "99.1.pt").write_bytes(b"not a torch file")
+    assert confirm("99.1", tmp_path / "99.1.pt").verdict == "bad_record"
+    torch.save({"exercise": "99.1", "calls": [("value", {"__opaque__": "AlwaysEqual", "repr": "eq"},
+                                               torch.get_rng_state())]}, tmp_path / "99.1.pt")
+    found = confirm("99.1", tmp_path / "99.1.pt")
+    assert found.verdict == "failed" and "expected a torch.Tensor, got AlwaysEqual" in found.message
+
+
+def test_plain_copies_keep_data_and_mark_everything_else():
+    from transformer_course.grading.kernel import OPAQUE, plain
+
+    class Sub(torch.Tensor):
+        pass
+
+    t = torch.arange(3)
+    assert type(plain(torch.nn.Parameter(torch.ones(2)))) is torch.Tensor
+    assert plain((t, [1, 2.5], None))[1] == [1, 2.5]
+    assert plain(t.as_subclass(Sub))[OPAQUE] == "Sub"
+    assert plain({"a": 1})[OPAQUE] == "dict"
+    assert "0xADDRESS" in plain(object())["repr"]
+
+
+def test_review_notes_point_at_code_worth_reading():
+    from transformer_course.grading.prepare import review_notes
+
+    assert review_notes(["def f(x):\n    return x @ x.T", "from transformer_course.checks import check"]) == []
+    assert review_notes([
+        "from transformer_course.multihead import split_heads",
+        "import transformer_course.checks.core as core\ncore.compare = None",
+        "def check(*args):\n    pass",
+        "import sys, builtins\nsys.modules['x'] = None\nget_ipython().set_custom_exc((Exception,), print)",
+        "this is not Python",
+    ]) == [
+        "imports the course's reference code (transformer_course.multihead)",
+        "imports the checking code (transformer_course.checks.core)",
+        "redefines check",
+        "uses builtins, get_ipython, set_custom_exc, sys.modules",
+    ]
+
+
+# --- messages ----------------------------------------------------------------------------------------------
+
+
+def test_one_sanitiser_makes_messages_the_same_from_run_to_run():
+    from transformer_course.grading.messages import sanitize
+
+    raw = ("\x1b[0;31mValueError\x1b[0m: <Foo object at 0x7f3a9c2b1d60> in /tmp/grade-abc/notebook/x.ipynb, "
+           'File "/tmp/ipykernel_77/2187431256.py", line 3; 0x10 stays  ')
+    assert sanitize(raw, folders={"/tmp/grade-abc": "<grading folder>"}) == (
+        "ValueError: <Foo object at 0xADDRESS> in <grading folder>/notebook/x.ipynb, "
+        'File "/tmp/ipykernel_77/cell", line 3; 0x10 stays')
+    assert sanitize("x" * 100, limit=10) == "xxxxxxx..." and sanitize("x" * 100, limit=None) == "x" * 100
+    assert sanitize(None) == ""
+

@@ -1,6 +1,6 @@
 """`transformer-course grade` on the whole course: the blank release scores zero, the solutions full marks.
 
-In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading.py,
+In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading_e2e.py,
 not after it: each grades a class of notebooks for a minute or more.
 """
 

@@ -54,10 +54,12 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
 
-# The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
+# Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,
+# the book, pip). make test before a commit.
 test-fast: lint
 	$(BIN)/python -m pytest tests -m "not slow" -n 2 -q -p no:cacheprovider
 
+# The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
 test-portable: $(STAMP)
 	@echo "== nbval under $(PORTABLE_1)"
 	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider

@@ -270,3 +270,29 @@ def test_one_sanitiser_makes_messages_the_same_from_run_to_run():
     assert sanitize("x" * 100, limit=10) == "xxxxxxx..." and sanitize("x" * 100, limit=None) == "x" * 100
     assert sanitize(None) == ""
 
+
+# --- gradebook hygiene -------------------------------------------------------------------------------------
+
+
+def test_cells_a_spreadsheet_would_run_as_formulas_are_escaped_and_read_back(tmp_path):
+    from transformer_course.grading.report import write_csv
+
+    rows = [Row("=HYPERLINK(\"http://x\")", NAME, "01.1", "t", 0, 2, "error", "-1 is not a valid id"),
+            Row("@bob", NAME, "01.1", "t", 2, 2, "passed", "+ all 5 cases passed"),
+            Row("'quoted", NAME, "01.1", "t", 2, 2, "passed", "all 5 cases passed")]
+    path = tmp_path / "grades.csv"
+    write_csv(rows, path)
+    cells = [line.split(",")[0] for line in path.read_text().splitlines()[1:]]
+    assert cells == ["\"'=HYPERLINK(\"\"http://x\"\")\"", "'@bob", "''quoted"]  # what a spreadsheet shows as text
+    assert "'-1 is not a valid id" in path.read_text() and "'+ all 5" in path.read_text()
+    assert read_csv(path) == rows  # merge-grades and regrades see the original text
+
+
+def test_a_student_named_index_does_not_replace_the_summary_page(tmp_path):
+    from transformer_course.grading.report import write_html
+
+    written = write_html([Row("index", NAME, "01.1", "t", 2, 2, "passed", "ok"),
+                          Row("Index", NAME, "01.1", "t", 0, 2, "failed", "no")], tmp_path)
+    assert sorted(p.name for p in written) == ["Index-2.html", "index-3.html", "index.html"]
+    assert "<h1>Grades</h1>" in (tmp_path / "index.html").read_text()
+

@@ -44,11 +44,25 @@ def sort_rows(rows: Iterable[Row]) -> list[Row]:
 # --- CSV -----------------------------------------------------------------------------------------------
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula ("CSV injection"); a student's name or
+# an error message can start with any of them. Such a cell is written with a leading apostrophe, which
+# spreadsheets show as text, and read_csv removes it again. A cell that starts with an apostrophe gets one more.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _escape(cell):
+    return f"'{cell}" if isinstance(cell, str) and cell.startswith(_FORMULA_START) else cell
+
+
+def _unescape(cell: str) -> str:
+    return cell[1:] if cell.startswith("'") else cell
+
+
 def to_csv(rows: Sequence[Row]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
-    writer.writerows(astuple(r) for r in rows)
+    writer.writerows([_escape(cell) for cell in astuple(r)] for r in rows)
     return buffer.getvalue()
 
 
@@ -73,7 +87,7 @@ def read_csv(path: str | Path) -> list[Row]:
     rows = []
     for lineno, record in enumerate(reader, start=2):
         try:
-            student, notebook, exercise, title, points, max_points, status, message = record
+            student, notebook, exercise, title, points, max_points, status, message = map(_unescape, record)
             rows.append(Row(student, notebook, exercise, title, int(points), int(max_points), status, message))
         except ValueError:
             raise BadGradebook(f"{path}: row {lineno} is malformed") from None
@@ -165,7 +179,8 @@ def _page(title: str, body: str) -> str:
 
 
 def _slugs(students: Sequence[str]) -> dict[str, str]:
-    slugs, used = {}, set()
+    """A file name per student, unique without regard to case and never the summary's (``index``)."""
+    slugs, used = {}, {"index"}
     for student in sorted(students):
         base = re.sub(r"[^A-Za-z0-9._-]+", "_", student).strip("._") or "student"
         slug, n = base, 1

@@ -77,28 +77,27 @@ RIGHT_ATTENTION = {
     ),
 }
 
-# --- 02.3 dot_product_variance(d_k, num_samples) ---------------------------------------------------
+# --- 02.3 dot_product_variance(q, k) ---------------------------------------------------------------
 
 
-def samples(d_k, n, sampler=torch.randn):
-    return (sampler(n, d_k) * sampler(n, d_k)).sum(-1)
+def dots(q, k):
+    return (q * k).sum(-1)
 
 
 WRONG_VARIANCE = {
-    "mean": (lambda d, n: samples(d, n).mean().item(), "mean of q.k"),
-    "standard deviation": (lambda d, n: samples(d, n).std().item(), "standard deviation"),
-    "scaled dot product": (lambda d, n: (samples(d, n) / math.sqrt(d)).var().item(), "scaled q.k / sqrt(d_k)"),
-    "uniform vectors": (lambda d, n: samples(d, n, torch.rand).var().item(), "standard normal"),
-    "a tensor of values": (lambda d, n: samples(d, n), "expected a finite number"),
-    "nan": (lambda d, n: float("nan"), "expected a finite number"),
+    "mean": (lambda q, k: dots(q, k).mean().item(), "mean of the dot products"),
+    "standard deviation": (lambda q, k: dots(q, k).std().item(), "standard deviation"),
+    "scaled dot product": (lambda q, k: (dots(q, k) / math.sqrt(q.shape[-1])).var().item(), "scaled q.k / sqrt"),
+    "no sum over d_k": (lambda q, k: (q * k).var().item(), "sum over the last axis"),
+    "the constant d_k": (lambda q, k: float(q.shape[-1]), "these samples have other standard deviations"),
+    "every query with every key": (lambda q, k: (q @ k.T).var().item(), "row i of q goes with row i of k"),
+    "a tensor of values": (lambda q, k: dots(q, k), "expected a finite number"),
+    "nan": (lambda q, k: float("nan"), "expected a finite number"),
 }
 RIGHT_VARIANCE = {
-    "unbiased var": lambda d, n: samples(d, n).var().item(),
-    "biased var, float64, 0-d tensor": lambda d, n: (torch.randn(n, d, dtype=torch.float64)
-                                                      .mul(torch.randn(n, d, dtype=torch.float64))
-                                                      .sum(-1).var(unbiased=False)),
-    "matrix product diagonal": lambda d, n: torch.einsum("nd,nd->n", torch.randn(n, d), torch.randn(n, d))
-    .pow(2).mean().item(),
+    "unbiased var": lambda q, k: dots(q, k).var().item(),
+    "biased var, float64, 0-d tensor": lambda q, k: dots(q.double(), k.double()).var(unbiased=False),
+    "mean of squares (the mean is 0)": lambda q, k: torch.einsum("nd,nd->n", q, k).pow(2).mean().item(),
 }
 
 EXERCISES = {

@@ -5,7 +5,9 @@ submission, reading notebooks, the record of a check and its replay, messages. F
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -222,6 +224,23 @@ def test_replay_of_opaque_and_missing_records(tmp_path, monkeypatch, toy_exercis
                                                torch.get_rng_state())]}, tmp_path / "99.1.pt")
     found = confirm("99.1", tmp_path / "99.1.pt")
     assert found.verdict == "failed" and "expected a torch.Tensor, got AlwaysEqual" in found.message
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_record_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, monkeypatch, toy_exercise):
+    from transformer_course.grading.replay import confirm
+
+    assert graded_check(tmp_path, monkeypatch, lambda x: 2 * x).verdict == "passed"  # a good record, to link to
+    (tmp_path / "99.1.pt").rename(tmp_path / "good.pt")
+    os.mkfifo(tmp_path / "99.1.pt")  # opening it for reading would wait for a writer for ever
+    result = []
+    reader = threading.Thread(target=lambda: result.append(confirm("99.1", tmp_path / "99.1.pt")), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert result and result[0].verdict == "bad_record" and "not a regular file" in result[0].message
+    (tmp_path / "99.1.pt").unlink()
+    (tmp_path / "99.1.pt").symlink_to(tmp_path / "good.pt")  # a link to a record (a classmate's, say)
+    assert confirm("99.1", tmp_path / "99.1.pt").verdict == "bad_record"
 
 
 def test_plain_copies_keep_data_and_mark_everything_else():

@@ -400,6 +400,23 @@ def sam(folder: Path) -> Expected:
     }
 
 
+REWRITE_PACKAGE = (
+    "import os\nimport transformer_course.checks.lesson01 as lesson01\n\n"
+    "os.chmod(lesson01.__file__, 0o644)  # the grader's copy is read-only: a speed bump, not the defence\n"
+    "with open(lesson01.__file__, 'a') as f:\n"
+    "    f.write('\\nREGISTRY_CHANGED = True\\n')\n"
+)
+
+
+@student
+def trudy(folder: Path) -> Expected:
+    """Rewrites the checking code in the package its kernel imports; right answers otherwise."""
+    folder_layout(folder, "trudy", insert_after(correct(), "setup", REWRITE_PACKAGE, "rewrite"))
+    changed = ("tampered", "the notebook changed the course package its kernel imported (checks/lesson01.py "
+               "modified), so no check of this run can be trusted")
+    return {ex: changed for ex in TITLES}
+
+
 def fabricate(folder: Path) -> dict[str, Expected]:
     """Write every student's submission into ``folder``; return what each one's rows must say."""
     expected = {name: build(folder) for name, build in STUDENTS.items()}

@@ -290,6 +290,30 @@ def test_one_sanitiser_makes_messages_the_same_from_run_to_run():
     assert sanitize(None) == ""
 
 
+# --- the package each notebook imports ------------------------------------------------------------------
+
+
+def test_each_run_gets_a_copy_of_the_package_and_any_change_to_it_is_seen(tmp_path):
+    from transformer_course.grading.snapshot import PACKAGE, Snapshot, environment
+
+    snapshot = Snapshot.of()
+    assert "checks/lesson01.py" in snapshot.files and not any("__pycache__" in n for n in snapshot.files)
+    folder = snapshot.write(tmp_path / "copy")
+    copy = folder / PACKAGE.name
+    assert snapshot.changes(folder) == [] and (copy / "checks" / "lesson01.py").read_bytes() == (
+        PACKAGE / "checks" / "lesson01.py").read_bytes()
+    (copy / "checks" / "__pycache__").mkdir()
+    (copy / "checks" / "__pycache__" / "lesson01.cpython-311.pyc").write_bytes(b"planted")  # bytecode counts too
+    (copy / "checks" / "core.py").chmod(0o644)
+    (copy / "checks" / "core.py").write_text("def check(*args): pass\n")
+    (copy / "viz.py").unlink()
+    assert snapshot.changes(folder) == ["checks/__pycache__/lesson01.cpython-311.pyc added", "checks/core.py modified",
+                                        "viz.py removed"]
+    env = environment(folder, tmp_path / "pycache")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(folder) and env["PYTHONPYCACHEPREFIX"] == str(
+        tmp_path / "pycache")
+
+
 # --- gradebook hygiene -------------------------------------------------------------------------------------
 
 

@@ -31,6 +31,8 @@ from transformer_course.grading.kernel import RECORDS_ENV
 from transformer_course.grading.messages import sanitize
 from transformer_course.grading.plugin import SPEC_ENV
 from transformer_course.grading.replay import Confirmation, confirm
+from transformer_course.grading.snapshot import Snapshot
+from transformer_course.grading.snapshot import environment as snapshot_environment
 
 RUN_ENV = "TRANSFORMER_COURSE_GRADE_RUN"
 # pytest with the grading plugin loaded from its file, so the pytest process does not import the course
@@ -101,9 +103,10 @@ class RunResult:
     killed: bool = False  # the notebook time limit ran out
     exit_code: int | None = None
     log_tail: str = ""
+    package_changes: list[str] = field(default_factory=list)  # in the run's copy of the course package
 
 
-def _environment(root: Path, token: str, spec: Path, records: Path) -> dict[str, str]:
+def _environment(root: Path, token: str, spec: Path, records: Path, package: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
            and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
@@ -115,25 +118,34 @@ def _environment(root: Path, token: str, spec: Path, records: Path) -> dict[str,
         IPYTHONDIR=str(root / "ipython"), JUPYTER_CONFIG_DIR=str(root / "jupyter"),
         JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"), MPLBACKEND="agg",
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
+        **snapshot_environment(package, root / "pycache"),
     )
     return env
 
 
-def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits) -> RunResult:
-    """Execute ``nb`` (saved as ``name``) with pytest + nbval; what happened to each cell, by id."""
+def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits,
+                 snapshot: Snapshot | None = None) -> RunResult:
+    """Execute ``nb`` (saved as ``name``) with pytest + nbval; what happened to each cell, by id.
+
+    The run's processes import the course package from a copy of ``snapshot`` (by default, the package as it
+    is now) of their own; what changed in that copy by the end of the run is in ``package_changes``.
+    """
+    snapshot = snapshot or Snapshot.of()
     token = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="transformer-course-grade-") as tmp:
         root = Path(tmp)
         work, records = root / "notebook", root / "records"
         work.mkdir()
         records.mkdir()
+        package = snapshot.write(root / "package")
+        plugin_file = package / "transformer_course" / "grading" / Path(plugin.__file__).name
         nbformat.write(nb, work / name)
         (root / "pytest.ini").write_text("[pytest]\n")
         spec, result_file = root / "spec.json", root / "result.json"
         spec.write_text(json.dumps({"checks": checks, "records": str(records), "result": str(result_file),
                                     "memory_limit_mb": limits.memory_limit_mb}))
         command = [
-            sys.executable, "-c", BOOT, plugin.__file__, "-c", str(root / "pytest.ini"), "--rootdir", str(work),
+            sys.executable, "-c", BOOT, str(plugin_file), "-c", str(root / "pytest.ini"), "--rootdir", str(work),
             "-p", "nbval.plugin", "-p", "no:cacheprovider",
             "-q", "--color=no", "--nbval-lax", "--nbval-current-env",
             "--nbval-cell-timeout", f"{limits.cell_timeout:g}", name,
@@ -141,7 +153,7 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
         result = RunResult()
         log_path = root / "pytest.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, cwd=work, env=_environment(root, token, spec, records),
+            process = subprocess.Popen(command, cwd=work, env=_environment(root, token, spec, records, package),
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
             try:
@@ -155,6 +167,7 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
         except (OSError, ValueError):
             data = {}
         _kill_leftovers(token, data.get("kernel_pid"))
+        result.package_changes = snapshot.changes(package)  # once nothing of the run is left to change it
         if isinstance(data, dict):
             result.cells = {str(k): CellRecord.from_json(v) for k, v in (data.get("cells") or {}).items()}
             result.running = data.get("running")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import sys
 import time
 import traceback
@@ -22,6 +22,7 @@ from transformer_course.grading.collect import (
 from transformer_course.grading.execute import Limits, run_notebook
 from transformer_course.grading.prepare import Release, UnreadableNotebook, prepare
 from transformer_course.grading.report import Row, sort_rows
+from transformer_course.grading.snapshot import Snapshot
 from transformer_course.grading.verdict import error_rows, missing_rows, unit_rows
 
 __all__ = ["GradingError", "Limits", "Row", "Gradebook", "grade", "grade_unit", "parse_shard"]
@@ -34,8 +35,9 @@ class Gradebook:
     students: list[str] = field(default_factory=list)
 
 
-def grade_unit(student: str, release: Release, data, limits: Limits) -> list[Row]:
-    """The rows of one student's notebook (``data``: its bytes, None when missing)."""
+def grade_unit(student: str, release: Release, data, limits: Limits, snapshot: Snapshot | None = None) -> list[Row]:
+    """The rows of one student's notebook (``data``: its bytes, None when missing), run against a copy of
+    ``snapshot`` (by default, the course package as it is now)."""
     if data is None:
         return missing_rows(student, release)
     try:
@@ -44,17 +46,8 @@ def grade_unit(student: str, release: Release, data, limits: Limits) -> list[Row
         prepared = prepare(release, data)
     except UnreadableNotebook as error:
         return error_rows(student, release, f"the notebook could not be read: {error}")
-    run = run_notebook(prepared.nb, release.name, prepared.checks, limits)
+    run = run_notebook(prepared.nb, release.name, prepared.checks, limits, snapshot)
     return unit_rows(student, release, prepared, run, limits)
-
-
-def _package_digest() -> str:
-    """A digest of the course package's source, to notice a learner's kernel rewriting it."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def grade(
@@ -83,14 +76,17 @@ def grade(
         found = [s for s in found if s.name in set(students)]
     chosen: list[Student] = select_shard(found, shard)
     units = [(s, r) for s in chosen for r in releases]
-    baseline = _package_digest()
+    # Before any learner's code runs: this process imports every checker it will re-run, and reads the package
+    # that every notebook gets a copy of (grading/snapshot.py).
+    importlib.import_module("transformer_course.checks")
+    snapshot = Snapshot.of()
     rows: list[Row] = []
     changed = ""
 
     def run(student: Student, rel: Release) -> list[Row]:
         start = time.perf_counter()
         try:
-            result = grade_unit(student.name, rel, student.notebooks.get(rel.name), limits)
+            result = grade_unit(student.name, rel, student.notebooks.get(rel.name), limits, snapshot)
         except Exception as error:  # noqa: BLE001 - one unit's trouble never stops the others
             traceback.print_exc(file=sys.stderr)
             result = error_rows(student.name, rel, f"internal grader error ({type(error).__name__}); see the log")
@@ -105,12 +101,13 @@ def grade(
             for future in done:
                 student, notebook = pending.pop(future)
                 rows += future.result()
-                if not changed and _package_digest() != baseline:
+                if not changed and Snapshot.of().digest != snapshot.digest:
                     changed = f"{student}'s {notebook}"
     if changed:
         notes.append(
             f"WARNING: the course package's files changed on disk while grading (noticed after {changed}). "
-            "If nobody edited them, a learner's code did, and the rows graded after it cannot be trusted: "
-            "grade in a container where the package is read-only (see the instructor guide)."
+            "Every notebook ran against its own copy of the package as it was when grading started, and the "
+            "checks were loaded before, so the rows are unaffected; but if nobody edited the files, a learner's "
+            "code did: grade in a container where the package is read-only (see the instructor guide)."
         )
     return Gradebook(sort_rows(rows), notes, [s.name for s in chosen])

@@ -119,6 +119,11 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
 
 
 def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[Row]:
+    if run.package_changes:
+        shown = "; ".join(run.package_changes[:5]) + ("; ..." if len(run.package_changes) > 5 else "")
+        return [Row(student, release.name, c.exercise, c.title, 0, c.points, "tampered",
+                    clean(f"the notebook changed the course package its kernel imported ({shown}), so no check "
+                          "of this run can be trusted")) for c in release.checks]
     rows = []
     for check in release.checks:
         status, message = _verdict(prepared, run, limits, check.cell_id, f"{check.exercise} {check.title}")

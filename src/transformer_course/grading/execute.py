@@ -110,13 +110,14 @@ def _environment(root: Path, token: str, spec: Path, records: Path, package: Pat
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
            and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
-    for sub in ("ipython", "jupyter", "runtime", "mpl"):
+    for sub in ("ipython", "jupyter", "runtime", "mpl", "tmp"):
         (root / sub).mkdir()
     env.update(
         OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
         PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", JUPYTER_PLATFORM_DIRS="1",
         IPYTHONDIR=str(root / "ipython"), JUPYTER_CONFIG_DIR=str(root / "jupyter"),
         JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"), MPLBACKEND="agg",
+        TMPDIR=str(root / "tmp"),  # the kernel's sockets and anything the notebook writes go away with the run
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
         **snapshot_environment(package, root / "pycache"),
     )

@@ -273,6 +273,14 @@ def test_review_notes_point_at_code_worth_reading():
         "redefines check",
         "uses builtins, get_ipython, set_custom_exc, sys.modules",
     ]
+    # Reading the reference or the cases through the check's objects or the caller's frame, however reached.
+    assert review_notes(["def f(x):\n    return check.__globals__['REGISTRY']"]) == ["uses REGISTRY, __globals__"]
+    assert review_notes(["import sys\ndef f(x):\n    return sys._getframe(1).f_locals['expected']"]) == [
+        "uses _getframe, f_locals"]
+    assert review_notes(["import inspect\ndef f(x):\n    return inspect.stack()", "y = torch.stack([x, x])"]) == [
+        "uses inspect"]
+    assert review_notes(["def f(x):\n    return getattr(f, '__glob' 'als__')"]) == ["uses __globals__"]
+    assert review_notes(["import gc\ndef f(x):\n    return gc.get_referrers(x)"]) == ["uses gc, get_referrers"]
 
 
 # --- messages ----------------------------------------------------------------------------------------------

@@ -266,13 +266,16 @@ def _new_cell(cell_type: str, source: str, cell_id: str):
 
 # --- what deserves a human look ---------------------------------------------------------------------
 
-# Attributes through which code can change how checks run or how their failures show.
+# Attributes through which code can change how checks run or how their failures show, or read what a check
+# holds (its reference, its cases) from the check's own objects or from the caller's frame.
 _MACHINERY = {
     "showtraceback", "_showtraceback", "set_custom_exc", "input_transformers_post", "input_transformers_cleanup",
     "ast_transformers", "excepthook", "_exit", "settrace", "setprofile", "CALL_RECORDER", "REGISTRY", "run_cell",
     "getppid", "kill", "killpg",
+    "__globals__", "__closure__", "__code__", "__wrapped__", "_getframe", "f_back", "f_locals", "f_globals",
+    "tb_frame", "gi_frame", "cr_frame", "get_referrers", "get_referents", "get_objects", "currentframe",
 }
-_MODULES = {"builtins", "ctypes", "importlib", "gc"}
+_MODULES = {"builtins", "ctypes", "importlib", "gc", "inspect"}
 
 
 def review_notes(sources: list[str]) -> list[str]:
@@ -310,6 +313,8 @@ def review_notes(sources: list[str]) -> list[str]:
                 redefined = True
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "TRANSFORMER_COURSE" in node.value:
                 machinery.add("the grader's environment")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _MACHINERY:
+                machinery.add(node.value)  # reached by name: getattr(f, "__globals__")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "get_ipython"):
                 machinery.add(node.id)
     notes = []

@@ -11,7 +11,7 @@ import pkgutil
 import pytest
 
 import tests.answers
-from transformer_course.checks import REGISTRY, CheckFailed, check
+from transformer_course.checks import REGISTRY, CheckFailed, check, core
 
 TABLES = {}
 for module_info in pkgutil.iter_modules(tests.answers.__path__):
@@ -29,8 +29,15 @@ RIGHT = [
 ]
 
 
+@pytest.fixture(params=[None, 20261125], ids=["public cases", "hidden cases"])
+def cases_seed(request, monkeypatch):
+    """The public cases, and those an instructor's --cases-seed draws: verdicts and hints hold for both."""
+    monkeypatch.setattr(core, "CASES_SEED", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("exercise_id, answer, hint", WRONG)
-def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint):
+def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases_seed):
     with pytest.raises(CheckFailed) as failure:
         check(exercise_id, answer)
     assert hint in str(failure.value), str(failure.value)
@@ -38,7 +45,7 @@ def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint):
 
 
 @pytest.mark.parametrize("exercise_id, answer", RIGHT)
-def test_correct_alternative_is_accepted(exercise_id, answer, capsys):
+def test_correct_alternative_is_accepted(exercise_id, answer, capsys, cases_seed):
     check(exercise_id, answer)
     assert "public checks passed" in capsys.readouterr().out
 
@@ -48,3 +55,23 @@ def test_every_exercise_has_enough_answers_in_the_tests(exercise_id):
     wrong, right = TABLES.get(exercise_id, ({}, {}))
     assert len(wrong) >= 4, f"{exercise_id}: at least 4 known-wrong answers"
     assert len(right) >= 2, f"{exercise_id}: at least 2 correct alternatives"
+
+
+def test_hidden_cases_differ_from_the_public_ones(monkeypatch):
+    """A seed changes every case drawn at random: outputs memorised from the public cases no longer match."""
+    from tests.answers.lesson01 import RIGHT_LOGITS
+    from transformer_course.checks.lesson01 import _logits_cases
+
+    right = next(iter(RIGHT_LOGITS.values()))
+    memorised = {}
+    for case in _logits_cases():  # the public cases, as a learner can read them from the package
+        args = case.fresh_args()
+        memorised[args[0].shape, args[0].sum().item()] = right(*args)
+
+    def token_logits(tokens, embedding, head_weight, head_bias):  # right on the public cases only
+        return memorised[tokens.shape, tokens.sum().item()]
+
+    check("01.1", token_logits)
+    monkeypatch.setattr(core, "CASES_SEED", 20261125)
+    with pytest.raises(CheckFailed, match="KeyError"):
+        check("01.1", token_logits)

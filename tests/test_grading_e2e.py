@@ -11,7 +11,17 @@ import subprocess
 import sys
 
 import pytest
-from fabricated_class import LIMITS, NAME, correct, expected_rows, fabricate, insert_after, read_rows, released
+from fabricated_class import (
+    LIMITS,
+    NAME,
+    correct,
+    expected_rows,
+    fabricate,
+    insert_after,
+    read_rows,
+    released,
+    with_sources,
+)
 
 from transformer_course.cli import main
 from transformer_course.grading.report import COLUMNS, read_csv
@@ -136,6 +146,30 @@ def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
         assert row.status == "error"
         assert row.message.endswith("it ran out of memory: raise --memory-limit (now 300 MiB)") or (
             row.message.startswith("not run: the kernel died") and "--memory-limit 300 MiB" in row.message), row.message
+
+
+MEMORISED = (
+    "import torch\nfrom transformer_course.checks.lesson01 import _logits_cases\n\n"
+    "_TABLE = {}\nfor _case in _logits_cases():  # the public cases, read from the package\n"
+    "    _t, _E, _W, _b = _case.fresh_args()\n"
+    "    _TABLE[tuple(_t.flatten().tolist())] = _E[_t] @ _W.T + _b\n\n"
+    "def token_logits(tokens, embedding, head_weight, head_bias):\n"
+    "    return _TABLE[tuple(tokens.flatten().tolist())]  # outputs memorised for the public cases\n"
+)
+
+
+def test_hidden_cases_fail_memorised_outputs_and_pass_right_answers(tmp_path, release):
+    submissions = tmp_path / "submissions"
+    (submissions / "mia").mkdir(parents=True)
+    (submissions / "mia" / NAME).write_text(json.dumps(with_sources(correct(), ex1=MEMORISED)))
+    public, hidden = tmp_path / "public.csv", tmp_path / "hidden.csv"
+    args = [str(submissions), "--release", str(release), "--quiet", *LIMITS]
+    assert main(["grade", *args, "--out", str(public)]) == 0
+    assert main(["grade", *args, "--out", str(hidden), "--cases-seed", "4242"]) == 0
+    assert [r.status for r in read_csv(public)] == ["passed", "passed", "passed"]
+    rows = read_csv(hidden)
+    assert [r.status for r in rows] == ["failed", "passed", "passed"], rows  # re-checked on the same hidden cases
+    assert "your code raised KeyError" in rows[0].message
 
 
 def test_shards_merge_into_the_full_gradebook(tmp_path, release):

@@ -57,6 +57,17 @@ def cmd_execute(args) -> int:
     return 1 if failed else 0
 
 
+CASES_SEED_ENV = "TRANSFORMER_COURSE_CASES_SEED"  # an instructor's secret, kept out of shell history
+
+
+def _env_seed() -> int | None:
+    text = os.environ.get(CASES_SEED_ENV, "").strip()
+    try:
+        return int(text) if text else None
+    except ValueError:
+        raise SystemExit(f"error: ${CASES_SEED_ENV}={text!r}: expected an integer") from None
+
+
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -79,7 +90,7 @@ def cmd_grade(args) -> int:
     start = time.perf_counter()
     try:
         shard = parse_shard(args.shard) if args.shard is not None else None
-        limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit)
+        limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit, args.cases_seed)
         book = grade(args.submissions, release=args.release, limits=limits, jobs=args.jobs, shard=shard,
                      students=args.student or (), progress=None if args.quiet else progress)
     except GradingError as error:
@@ -149,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds allowed per notebook, kernel start included (default: 600)")
     p.add_argument("--memory-limit", type=int, default=4096,
                    help="MiB of address space per kernel; 0 for no limit (default: 4096)")
+    p.add_argument("--cases-seed", type=int, metavar="N", default=_env_seed(),
+                   help="draw every check's cases from this secret seed (hidden cases: outputs memorised from the "
+                        f"public notebooks fail); default: ${CASES_SEED_ENV} if set, else the public cases")
     p.add_argument("--shard", metavar="K/N", help="grade only shard K of N (1 <= K <= N) of the sorted students")
     p.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeatable)")
     p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")

@@ -80,6 +80,22 @@ def check(exercise_id: str, answer) -> None:
 
 # --- inputs ------------------------------------------------------------------------------------
 
+#: ``None``: the public cases, the ones learners see in their notebooks. The grader's ``--cases-seed`` sets it,
+#: in the learner's kernel and in the re-check outside it alike, so that every case drawn at random differs
+#: from the public ones and outputs memorised from the notebooks fail.
+CASES_SEED: int | None = None
+
+
+def case_seed(seed: int) -> int:
+    """The seed a checker draws its cases from: ``seed`` for the public cases, else mixed with CASES_SEED."""
+    return seed if CASES_SEED is None else (CASES_SEED * 1_000_003 + seed) % 2**62
+
+
+def case_generator(seed: int) -> torch.Generator:
+    """A generator for a checker's random cases (see :data:`CASES_SEED`)."""
+    return torch.Generator().manual_seed(case_seed(seed))
+
+
 
 @dataclass
 class Case:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 
 
 def _logits_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(1)
+    g = case_generator(1)
 
     def case(label, tokens_shape, vocab, d, dtype=torch.float32):
         return Case(
@@ -62,7 +62,7 @@ def check_token_logits(answer) -> int:
 
 
 def _pairs_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(2)
+    g = case_generator(2)
     # Distinct ids in each case, so that every wrong shift gives different values.
     return [
         Case(label, {"tokens": torch.randperm(100, generator=g)[: torch.Size(shape).numel()].reshape(shape)})

@@ -8,7 +8,7 @@ import torch
 
 from transformer_course import masking
 from transformer_course.attention import scaled_dot_product_attention
-from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 
 
 @exercise("03.1", title="A causal mask", points=1)
@@ -63,7 +63,7 @@ def check_padding_mask(answer) -> int:
 
 
 def _masked_attention_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(5)
+    g = case_generator(5)
 
     def case(label, batch, n_q, n_k, d_k, d_v, mask, dtype=torch.float32):
         return Case(label, {

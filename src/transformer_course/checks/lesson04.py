@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention, merge_heads, split_heads
@@ -107,7 +107,7 @@ def _mha_mistakes(m: MultiHeadAttention) -> list[Mistake]:
 
 
 def _mha_cases() -> list[ModuleCase]:
-    g = torch.Generator().manual_seed(6)
+    g = case_generator(6)
 
     def case(label, d, h, B, n_q, n_k, mask, dtype=torch.float32):
         x = torch.randn(B, n_q, d, generator=g, dtype=dtype)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_course.blocks import EncoderBlock, PositionWiseFFN
-from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import padding_mask
 
@@ -14,7 +14,7 @@ from transformer_course.masking import padding_mask
 
 
 def _layer_norm_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(8)
+    g = case_generator(8)
 
     def case(label, shape, eps=1e-5, scale=1.0, shift=3.0, dtype=torch.float32):
         d = shape[-1]
@@ -75,7 +75,7 @@ def check_layer_norm(answer) -> int:
 
 
 def _ffn_cases() -> list[ModuleCase]:
-    g = torch.Generator().manual_seed(9)
+    g = case_generator(9)
 
     def case(args, dtype, seed, label, shape):
         return ModuleCase(args, dtype, seed, Case(label, {"x": torch.randn(*shape, generator=g, dtype=dtype)}))
@@ -109,7 +109,7 @@ def check_position_wise_ffn(answer) -> int:
 
 
 def _block_cases() -> list[ModuleCase]:
-    g = torch.Generator().manual_seed(10)
+    g = case_generator(10)
 
     def case(args, dtype, seed, label, shape, mask=None):
         x = torch.randn(*shape, generator=g, dtype=dtype)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from transformer_course.blocks import DecoderBlock, EncoderBlock
-from transformer_course.checks.core import Case, CheckFailed, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, CheckFailed, Mistake, case_generator, check_function, exercise
 from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
@@ -16,7 +16,7 @@ from transformer_course.positional import LearnedPositionalEmbedding
 
 
 def _decoder_cases() -> list[ModuleCase]:
-    g = torch.Generator().manual_seed(11)
+    g = case_generator(11)
 
     def case(label, d, h, B, n_dec, n_enc, lens, dtype=torch.float32):
         return ModuleCase((d, h, 2 * d), dtype, d + n_enc, Case(label, {
@@ -106,7 +106,7 @@ class ReferenceGPT(nn.Module):
 
 
 def _gpt_cases() -> list[ModuleCase]:
-    g = torch.Generator().manual_seed(12)
+    g = case_generator(12)
 
     def case(args, seed, label, batch, n):  # args: (vocab_size, d_model, num_heads, num_layers, max_len)
         return ModuleCase(args, torch.float32, seed, Case(label, {"tokens": torch.randint(args[0], (batch, n),

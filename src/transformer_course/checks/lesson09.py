@@ -11,6 +11,8 @@ from transformer_course.checks.core import (
     CheckFailed,
     Mistake,
     call_answer,
+    case_generator,
+    case_seed,
     check_function,
     exercise,
     require_callable,
@@ -23,10 +25,10 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def _loss_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(13)
+    g = case_generator(13)
 
     def case(label, lengths, n_src=6, vocab=9, seed=0):
-        torch.manual_seed(seed)
+        torch.manual_seed(case_seed(seed))
         model = Seq2SeqTransformer(Seq2SeqConfig(8, vocab, d_model=16, num_heads=2, d_ff=32, max_len=16)).eval()
         rows = [[BOS, *torch.randint(3, vocab, (n,), generator=g).tolist(), EOS] for n in lengths]
         width = max(len(r) for r in rows)

@@ -12,6 +12,8 @@ from transformer_course.checks.core import (
     CheckFailed,
     Mistake,
     call_answer,
+    case_generator,
+    case_seed,
     check_function,
     exercise,
     require_callable,
@@ -22,10 +24,10 @@ from transformer_course.positional import sinusoidal_encoding
 
 
 def _step_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(14)
+    g = case_generator(14)
 
     def case(label, B, n_past, d, dtype=torch.float32):
-        torch.manual_seed(B * 10 + n_past)
+        torch.manual_seed(case_seed(B * 10 + n_past))
         linears = [nn.Linear(d, d).to(dtype) for _ in range(3)]
         return Case(label, {
             "x": torch.randn(B, 1, d, generator=g, dtype=dtype),
@@ -110,7 +112,7 @@ def check_top_k_sampling(answer) -> int:
     def case(label: str, logits: list[float], k: int, temperature: float) -> Case:
         # SAMPLES copies of one row of logits: one draw each, so the token frequencies estimate the distribution.
         return Case(label, {"logits": torch.tensor(logits).expand(SAMPLES, -1).clone(), "k": k,
-                            "temperature": temperature, "generator": torch.Generator().manual_seed(15)})
+                            "temperature": temperature, "generator": case_generator(15)})
 
     cases = [
         case("k=3, T=0.5", [2.0, 1.5, 0.3, 1.0, -0.5, 0.8], 3, 0.5),

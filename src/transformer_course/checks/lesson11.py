@@ -6,14 +6,14 @@ import math
 
 import torch
 
-from transformer_course.checks.core import Case, Mistake, check_function, exercise
+from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 from transformer_course.positional import RotaryEmbedding
 
 # --- 11.1 RMSNorm -----------------------------------------------------------------------------------
 
 
 def _rms_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(16)
+    g = case_generator(16)
 
     def case(label, shape, eps=1e-6, shift=2.0, dtype=torch.float32):
         return Case(label, {"x": torch.randn(*shape, generator=g, dtype=dtype) + shift,
@@ -56,7 +56,7 @@ def check_rms_norm(answer) -> int:
 
 
 def _rope_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(17)
+    g = case_generator(17)
 
     def case(label, shape, offset=0, dtype=torch.float32):
         return Case(label, {"q": torch.randn(*shape, generator=g, dtype=dtype),
@@ -117,7 +117,7 @@ def check_rotary(answer) -> int:
 
 
 def _gqa_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(18)
+    g = case_generator(18)
 
     def case(label, B, h, h_kv, n_q, n_k, d_h, dtype=torch.float32):
         return Case(label, {"q": torch.randn(B, h, n_q, d_h, generator=g, dtype=dtype),

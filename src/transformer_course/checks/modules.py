@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from transformer_course.checks.core import Case, CheckFailed, Mistake, check_function, require_callable
+from transformer_course.checks.core import Case, CheckFailed, Mistake, case_generator, check_function, require_callable
 
 
 def _build(answer, args: tuple, signature: str) -> nn.Module:
@@ -55,7 +55,7 @@ class ModuleCase(NamedTuple):
 
 def _randomise(module: nn.Module, seed: int) -> nn.Module:
     """Random values in every parameter (LayerNorms too), so swapped or skipped parts show."""
-    g = torch.Generator().manual_seed(seed)
+    g = case_generator(seed)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * (0.5 if p.dim() > 1 else 1.0))

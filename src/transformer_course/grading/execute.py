@@ -27,7 +27,7 @@ from typing import Literal, get_args
 import nbformat
 
 from transformer_course.grading import plugin
-from transformer_course.grading.kernel import RECORDS_ENV
+from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
 from transformer_course.grading.messages import sanitize
 from transformer_course.grading.plugin import SPEC_ENV
 from transformer_course.grading.replay import Confirmation, confirm
@@ -55,6 +55,7 @@ class Limits:
     cell_timeout: float = 60.0  # seconds per cell (nbval's --nbval-cell-timeout)
     notebook_timeout: float = 600.0  # seconds for the whole notebook, kernel start included
     memory_limit_mb: int = 4096  # address space of the kernel (RLIMIT_AS); 0: no limit
+    cases_seed: int | None = None  # draw every check's cases from this seed (hidden cases); None: the public ones
 
 
 # What the plugin saw of a cell: its execute reply was ok or an error; it ran past the cell time limit; the
@@ -106,7 +107,8 @@ class RunResult:
     package_changes: list[str] = field(default_factory=list)  # in the run's copy of the course package
 
 
-def _environment(root: Path, token: str, spec: Path, records: Path, package: Path) -> dict[str, str]:
+def _environment(root: Path, token: str, spec: Path, records: Path, package: Path,
+                 cases_seed: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
            and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
@@ -121,6 +123,9 @@ def _environment(root: Path, token: str, spec: Path, records: Path, package: Pat
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
         **snapshot_environment(package, root / "pycache"),
     )
+    env.pop(CASES_ENV, None)
+    if cases_seed is not None:
+        env[CASES_ENV] = str(cases_seed)
     return env
 
 
@@ -154,7 +159,8 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
         result = RunResult()
         log_path = root / "pytest.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, cwd=work, env=_environment(root, token, spec, records, package),
+            env = _environment(root, token, spec, records, package, limits.cases_seed)
+            process = subprocess.Popen(command, cwd=work, env=env,
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
             try:
@@ -182,7 +188,7 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             cell = result.cells.get(cell_id)
             if cell is not None and cell.state == "ok":
                 with _REPLAY_LOCK:
-                    cell.confirm = confirm(exercise, records / f"{exercise}.pt")
+                    cell.confirm = confirm(exercise, records / f"{exercise}.pt", limits.cases_seed)
         with open(log_path, "rb") as log:
             log.seek(max(0, log_path.stat().st_size - 4000))
             result.log_tail = log.read().decode("utf-8", "replace")

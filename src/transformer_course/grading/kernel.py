@@ -22,6 +22,7 @@ from pathlib import Path
 from transformer_course.grading.messages import sanitize
 
 RECORDS_ENV = "TRANSFORMER_COURSE_GRADE_RECORDS"
+CASES_ENV = "TRANSFORMER_COURSE_GRADE_CASES_SEED"  # the grader's --cases-seed, when given
 OPAQUE = "__opaque__"
 SEED = 2017  # torch's global generator during a graded check, in the kernel and in the replay
 _MAX_DEPTH = 4
@@ -60,10 +61,17 @@ def _short_repr(value) -> str:
     return sanitize(text, limit=60)
 
 
+def cases_seed() -> int | None:
+    text = os.environ.get(CASES_ENV, "")
+    return int(text) if text.strip().lstrip("-").isdigit() else None
+
+
 def check(exercise_id: str, answer) -> None:
     """:func:`transformer_course.checks.check`, recording the learner's results for the grader.
 
-    torch's global generator is seeded with :data:`SEED` for the check (and restored after it), so a
+    With the grader's ``--cases-seed`` (in :data:`CASES_ENV`), every case is drawn from it (see
+    ``checks.core.CASES_SEED``). torch's global generator is seeded with :data:`SEED` for the check (and
+    restored after it; mixed with the cases seed when there is one), so a
     checker that draws cases from it draws the same ones here and in the replay; the generator's state
     after each call of the learner's function is recorded too, so the replay can reproduce what the
     learner's code drew from it.
@@ -80,12 +88,13 @@ def check(exercise_id: str, answer) -> None:
         calls.append((*outcome, torch.get_rng_state()))
 
     previous, core.CALL_RECORDER = core.CALL_RECORDER, record
+    previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed()
     state = torch.get_rng_state()
-    torch.manual_seed(SEED)
+    torch.manual_seed(core.case_seed(SEED))
     try:
         core.check(exercise_id, answer)
     finally:
-        core.CALL_RECORDER = previous
+        core.CALL_RECORDER, core.CASES_SEED = previous, previous_seed
         torch.set_rng_state(state)
     folder = os.environ.get(RECORDS_ENV)
     if folder:

@@ -93,8 +93,9 @@ def _load(path: Path) -> list:
     return calls
 
 
-def confirm(exercise_id: str, record: Path) -> Confirmation:
-    """Re-run exercise ``exercise_id``'s checker on the results recorded in ``record``.
+def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Confirmation:
+    """Re-run exercise ``exercise_id``'s checker on the results recorded in ``record``, on the cases drawn
+    from ``cases_seed`` (None: the public cases), as the kernel's check did.
 
     Not thread-safe (it seeds torch's global generator): the grader runs one replay at a time.
     """
@@ -127,7 +128,8 @@ def confirm(exercise_id: str, record: Path) -> Confirmation:
 
     recorded_answer.__name__ = "your function"
     state = torch.get_rng_state()
-    torch.manual_seed(SEED)
+    previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed
+    torch.manual_seed(core.case_seed(SEED))
     try:
         cases = ex.checker(recorded_answer)
     except _NotReplayable:
@@ -137,6 +139,7 @@ def confirm(exercise_id: str, record: Path) -> Confirmation:
     except Exception as error:  # noqa: BLE001 - a replay that crashes confirms nothing
         return Confirmation("failed", f"the recorded results could not be re-checked ({type(error).__name__})")
     finally:
+        core.CASES_SEED = previous_seed
         torch.set_rng_state(state)
     if next(pending, None) is not None:
         return Confirmation("failed", "the kernel recorded more results than the check asks for")

@@ -283,6 +283,16 @@ def test_review_notes_point_at_code_worth_reading():
     assert review_notes(["import gc\ndef f(x):\n    return gc.get_referrers(x)"]) == ["uses gc, get_referrers"]
 
 
+def test_a_pass_that_could_not_be_re_checked_carries_a_review_note():
+    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.replay import Confirmation
+    from transformer_course.grading.verdict import _verdict
+
+    run = RunResult(cells={"ex1-check": CellRecord("ok", confirm=Confirmation("unconfirmed"))})
+    status, message = _verdict(None, run, Limits(), "ex1-check", "04.3 Multi-head attention, forward")
+    assert status == "passed" and "[review the code: this check builds the learner's own class" in message
+
+
 # --- messages ----------------------------------------------------------------------------------------------
 
 

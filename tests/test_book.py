@@ -55,20 +55,29 @@ def test_book_builds_without_warnings_and_pages_hold_outputs(built_book):
     assert (html / "_static" / "logo.png").stat().st_size > 1000
 
 
-def test_every_notebook_page_launches_in_colab_and_binder_and_links_the_repository(built_book):
-    url, branch = repository(ROOT / "_config.yml")
-    owner_repo = url.removeprefix("https://github.com/")
+def test_notebook_pages_launch_only_from_the_configured_repository(built_book):
+    """With the repository set, every notebook page has Colab, Binder, GitHub and issue links to it; while it is
+    not set, no page links anywhere to launch or install from (the install cell installs nothing either)."""
+    repo = repository(ROOT / "_config.yml")
     notebooks = [page for page in toc_pages() if (ROOT / f"{page}.ipynb").exists()]
     assert len(notebooks) == 33, notebooks
     for page in notebooks:
         hrefs = set(re.findall(r'href="(https://[^"]+)"', (built_book / f"{page}.html").read_text()))
+        if repo is None:
+            # Launch links, and the repository buttons' links (to jupyter-book's own repository by default).
+            launches = {h for h in hrefs if h.startswith(("https://colab.research.google.com/", "https://mybinder.org/",
+                                                          "https://github.com/executablebooks/jupyter-book",
+                                                          "https://github.com/transformer-course/"))}
+            assert not launches, f"{page}: links a repository nobody configured: {sorted(launches)}"
+            continue
+        owner_repo = repo.url.removeprefix("https://github.com/")
         expected = {
-            f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/{page}.ipynb",
-            f"https://mybinder.org/v2/gh/{owner_repo}/{branch}?urlpath=lab/tree/{page}.ipynb",
-            url,
+            f"https://colab.research.google.com/github/{owner_repo}/blob/{repo.branch}/{page}.ipynb",
+            f"https://mybinder.org/v2/gh/{owner_repo}/{repo.branch}?urlpath=lab/tree/{page}.ipynb",
+            repo.url,
         }
         assert expected <= hrefs, f"{page}: missing {sorted(expected - hrefs)}"
-        assert any(h.startswith(f"{url}/issues/new?") for h in hrefs), f"{page}: no issue link"
+        assert any(h.startswith(f"{repo.url}/issues/new?") for h in hrefs), f"{page}: no issue link"
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -22,7 +22,9 @@ from transformer_course.authoring import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p for folder in ("lessons", "solutions", "exercises") for p in (ROOT / folder).glob("[0-9]*.ipynb"))
-URL, BRANCH = launch.repository(ROOT / "_config.yml")
+CONFIGURED = launch.repository(ROOT / "_config.yml")  # None while the publisher has not set it
+# A repository for the tests of the cell that installs: nothing is ever installed from it.
+REPO = launch.Repository("https://github.com/someone/course", "main", "v1.2")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -30,21 +32,34 @@ def test_every_notebook_starts_with_the_install_cell_of_the_configured_repositor
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "code")
     assert first.id == launch.INSTALL_CELL_ID, f"{path.name}: the first code cell is {first.id!r}; run `make execute`"
-    assert first.source == launch.install_cell_source(URL, BRANCH), f"{path.name}: stale install cell; `make execute`"
+    assert first.source == launch.install_cell_source(CONFIGURED), f"{path.name}: stale install cell; `make execute`"
     assert [c.id for c in nb.cells].count(launch.INSTALL_CELL_ID) == 1
     if path.parent.name == "exercises":
         assert first.metadata.get("editable") is False, "learners must not edit the install cell"
 
 
-def test_the_requirement_names_the_package_and_the_configured_branch():
-    req = Requirement(launch.requirement(URL, BRANCH))
-    assert req.name == "transformer-course" and req.url == f"git+{URL}@{BRANCH}"
-    assert URL.startswith("https://github.com/") and URL.count("/") == 4, URL  # Colab and Binder need GitHub
-    pyproject = (ROOT / "pyproject.toml").read_text().splitlines()  # (tomllib is Python 3.11+)
-    assert f'Repository = "{URL}"' in pyproject and f'Issues = "{URL}/issues"' in pyproject
+def test_the_requirement_pins_the_configured_ref_and_pyproject_agrees():
+    req = Requirement(launch.requirement(REPO))
+    assert req.name == "transformer-course" and req.url == "git+https://github.com/someone/course@v1.2"
+    urls = [line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+            if line.startswith(("Repository =", "Issues ="))]
+    if CONFIGURED is None:  # nothing may name a repository the project does not control
+        assert urls == []
+    else:
+        assert urls == [f'Repository = "{CONFIGURED.url}"', f'Issues = "{CONFIGURED.url}/issues"']
 
 
-def run_install_cell(monkeypatch, *, installed: bool, colab: bool, pip_error: str = ""):
+def test_the_buttons_are_on_exactly_when_the_repository_is_set():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    html, launch_buttons = config["html"], config["launch_buttons"]
+    assert html["use_repository_button"] is html["use_issues_button"] is (CONFIGURED is not None)
+    expected = ("https://mybinder.org", "https://colab.research.google.com") if CONFIGURED else ("", "")
+    assert (launch_buttons["binderhub_url"], launch_buttons["colab_url"]) == expected
+
+
+def run_install_cell(monkeypatch, *, installed: bool, colab: bool, pip_error: str = "", repo=REPO):
     """Run the install cell's code with pip and Colab stubbed out; returns (pip commands, Colab calls)."""
     import importlib.util
 
@@ -63,20 +78,30 @@ def run_install_cell(monkeypatch, *, installed: bool, colab: bool, pip_error: st
         output = types.SimpleNamespace(enable_custom_widget_manager=lambda: colab_calls.append("widgets"))
         monkeypatch.setitem(sys.modules, "google.colab", types.SimpleNamespace(output=output))
         monkeypatch.setitem(sys.modules, "google", types.SimpleNamespace(colab=sys.modules["google.colab"]))
-    exec(launch.install_cell_source(URL, BRANCH), {})
+    exec(launch.install_cell_source(repo), {})
     return pip, colab_calls
 
 
 def test_install_cell_installs_the_package_only_where_it_is_missing(monkeypatch):
     pip, colab = run_install_cell(monkeypatch, installed=False, colab=True)
-    assert pip == [([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", launch.requirement(URL, BRANCH)],
+    assert pip == [([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", launch.requirement(REPO)],
                     {"capture_output": True, "text": True})]
     assert colab == ["widgets"]
 
 
+def test_without_a_configured_repository_the_cell_installs_nothing_and_says_how(monkeypatch):
+    with pytest.raises(RuntimeError, match=r"not installed\. Run this notebook in a clone of the course set up "
+                                           r"with `make lab`"):
+        run_install_cell(monkeypatch, installed=False, colab=True, repo=None)
+    monkeypatch.undo()
+    pip, colab = run_install_cell(monkeypatch, installed=True, colab=True, repo=None)
+    assert pip == [] and colab == ["widgets"]
+    assert "subprocess" not in launch.install_cell_source(None) and "http" not in launch.install_cell_source(None)
+
+
 def test_install_cell_shows_why_pip_failed(monkeypatch):
     error = "ERROR: Could not find a version that satisfies the requirement\n"
-    package = re.escape(launch.requirement(URL, BRANCH))
+    package = re.escape(launch.requirement(REPO))
     with pytest.raises(RuntimeError, match=f"pip could not install {package}:\n{error}"):
         run_install_cell(monkeypatch, installed=False, colab=False, pip_error=error)
 
@@ -142,24 +167,41 @@ def test_sync_refuses_a_markdown_cell_with_the_install_id():
 
 
 @pytest.mark.parametrize("config, message", [
-    ("title: x\n", "repository.url must be the course's https:// repository URL, got None"),
-    ("repository:\n  url: git@github.com:a/b.git\n", "got 'git@github.com:a/b.git'"),
+    ("repository:\n  url: git@github.com:a/b.git\n  ref: v1.0\n", "must be https://github.com/OWNER/REPO"),
+    ("repository:\n  url: https://gitlab.com/a/b\n  ref: v1.0\n", "got 'https://gitlab.com/a/b'"),
+    ("repository:\n  url: https://github.com/a/b\n", "repository.ref must be a release tag"),
+    ("repository:\n  url: https://github.com/a/b\n  ref: main\n", "so that a later push cannot change what a class "
+                                                                 "installs; got 'main'"),
 ])
-def test_repository_url_must_be_set(tmp_path, config, message):
+def test_a_set_repository_must_be_on_github_and_pinned(tmp_path, config, message):
     (tmp_path / "_config.yml").write_text(config)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         launch.repository(tmp_path / "_config.yml")
 
 
+@pytest.mark.parametrize("config", ["title: x\n", "repository:\n  url: ''\n  branch: main\n  ref: ''\n"])
+def test_an_unset_repository_is_none(tmp_path, config):
+    (tmp_path / "_config.yml").write_text(config)
+    assert launch.repository(tmp_path / "_config.yml") is None
+
+
+@pytest.mark.parametrize("ref", ["v1.0", "2026.1", "v0.3.1-rc1", "3f2c1ab", "3f2c1ab" * 5 + "12345"])
+def test_tags_and_commits_pin_the_install(tmp_path, ref):
+    (tmp_path / "_config.yml").write_text(f"repository:\n  url: https://github.com/a/b/\n  ref: '{ref}'\n")
+    assert launch.repository(tmp_path / "_config.yml") == launch.Repository("https://github.com/a/b", "main", ref)
+
+
 def test_executing_a_book_notebook_gives_it_the_install_cell(tmp_path):
-    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/course/\n  branch: dev\n")
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/course/\n  branch: dev\n"
+                                          "  ref: v1.2\n")
     (tmp_path / "lessons").mkdir()
     path = tmp_path / "lessons" / "01_x.ipynb"
     nbformat.write(new_notebook(cells=[new_markdown_cell("# 1. X"), new_code_cell("print(6 * 7)")]), path)
     nb = execute_notebook(path, timeout=60)
     install = nb.cells[1]
-    assert install.source == launch.install_cell_source("https://github.com/someone/course", "dev")
-    assert "git+https://github.com/someone/course@dev" in install.source
+    assert install.source == launch.install_cell_source(launch.Repository("https://github.com/someone/course", "dev",
+                                                                          "v1.2"))
+    assert "git+https://github.com/someone/course@v1.2" in install.source
     assert install.outputs == [] and install.execution_count == 1  # the package is here: nothing to do
     assert nb.cells[2].outputs[0].text == "42\n"
     assert launch.install_cell_for(tmp_path.parent / "elsewhere.ipynb") is None

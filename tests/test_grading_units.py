@@ -238,6 +238,11 @@ def test_a_record_that_is_not_a_regular_file_is_refused_without_blocking(tmp_pat
     reader.start()
     reader.join(timeout=20)
     assert result and result[0].verdict == "bad_record" and "not a regular file" in result[0].message
+    from transformer_course.grading.replay import read_regular_file  # also how the run's result and log are read
+
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_regular_file(tmp_path / "99.1.pt", 4000, tail=True)
+    assert read_regular_file(tmp_path / "good.pt", 10, tail=True) == (tmp_path / "good.pt").read_bytes()[-10:]
     (tmp_path / "99.1.pt").unlink()
     (tmp_path / "99.1.pt").symlink_to(tmp_path / "good.pt")  # a link to a record (a classmate's, say)
     assert confirm("99.1", tmp_path / "99.1.pt").verdict == "bad_record"

@@ -30,7 +30,7 @@ from transformer_course.grading import plugin
 from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
 from transformer_course.grading.messages import sanitize
 from transformer_course.grading.plugin import SPEC_ENV
-from transformer_course.grading.replay import Confirmation, confirm
+from transformer_course.grading.replay import Confirmation, confirm, read_regular_file
 from transformer_course.grading.snapshot import Snapshot
 from transformer_course.grading.snapshot import environment as snapshot_environment
 
@@ -46,6 +46,7 @@ BOOT = (
     "import pytest\n"
     "sys.exit(pytest.main(sys.argv[2:], plugins=[plugin]))\n"
 )
+MAX_RESULT_BYTES = 64 * 2**20  # the plugin's record of the cells (a few kB in practice)
 # Replays run in this process, one at a time: some checkers seed torch's global generator.
 _REPLAY_LOCK = threading.Lock()
 
@@ -170,8 +171,8 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
                 _kill_group(process.pid)
                 process.wait()
         try:
-            data = json.loads(result_file.read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_regular_file(result_file, MAX_RESULT_BYTES))
+        except (OSError, ValueError):  # missing, unreadable, or not a regular file: the kernel's doing
             data = {}
         _kill_leftovers(token, data.get("kernel_pid"))
         result.package_changes = snapshot.changes(package)  # once nothing of the run is left to change it
@@ -189,9 +190,10 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             if cell is not None and cell.state == "ok":
                 with _REPLAY_LOCK:
                     cell.confirm = confirm(exercise, records / f"{exercise}.pt", limits.cases_seed)
-        with open(log_path, "rb") as log:
-            log.seek(max(0, log_path.stat().st_size - 4000))
-            result.log_tail = log.read().decode("utf-8", "replace")
+        try:
+            result.log_tail = read_regular_file(log_path, 4000, tail=True).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            result.log_tail = ""
         return _scrub(result, root)
 
 

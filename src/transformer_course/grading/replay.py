@@ -55,27 +55,29 @@ def _revive(value):
     return value
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most ``limit`` bytes.
+def read_regular_file(path: Path, limit: int, *, tail: bool = False) -> bytes:
+    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most ``limit`` bytes;
+    with ``tail``, its last ``limit`` bytes whatever its size.
 
-    The learner's kernel can put anything at the record's path: opening a FIFO would wait for a writer for ever
-    and block the whole grading run, so the file is opened without blocking and without following a link,
-    and checked after it is opened.
+    A learner's kernel can put anything at a path the grader reads later: opening a FIFO would wait for a
+    writer for ever and block the whole grading run, so the file is opened without blocking and without
+    following a link, and checked after it is opened. Raises ValueError (or OSError) otherwise.
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError("not a regular file")
-        if info.st_size > limit:
+        if info.st_size > limit and not tail:
             raise ValueError("record too large")
         with os.fdopen(fd, "rb", closefd=False) as f:
+            f.seek(max(0, info.st_size - limit) if tail else 0)
             data = f.read(limit + 1)
     finally:
         os.close(fd)
-    if len(data) > limit:
+    if len(data) > limit and not tail:
         raise ValueError("record too large")
-    return data
+    return data[-limit:]
 
 
 def _load(path: Path) -> list:
@@ -83,7 +85,7 @@ def _load(path: Path) -> list:
 
     import torch
 
-    data = torch.load(io.BytesIO(_read_regular_file(path, MAX_RECORD_BYTES)), weights_only=True)
+    data = torch.load(io.BytesIO(read_regular_file(path, MAX_RECORD_BYTES)), weights_only=True)
     calls = data["calls"]
     if not isinstance(calls, list) or not all(
         type(c) in (tuple, list) and len(c) == 3 and c[0] in ("value", "raised") and type(c[2]) is torch.Tensor

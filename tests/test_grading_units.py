@@ -248,6 +248,38 @@ def test_a_record_that_is_not_a_regular_file_is_refused_without_blocking(tmp_pat
     assert confirm("99.1", tmp_path / "99.1.pt").verdict == "bad_record"
 
 
+@pytest.mark.parametrize("exercise", ["07.2", "07.3"])
+def test_a_module_check_is_re_checked_outside_the_kernel(tmp_path, monkeypatch, exercise):
+    """The learner's class is built in the kernel only; the re-check runs the released checker on a stand-in
+    with the recorded parameter shapes and forward outputs, so a forged output fails there."""
+    from tests.answers.lesson07 import EXERCISES
+    from transformer_course.grading.replay import confirm
+
+    right = next(iter(EXERCISES[exercise][1].values()))
+    found = graded_check(tmp_path, monkeypatch, right, exercise)
+    assert found.verdict == "passed" and found.cases >= 3, found
+    record = torch.load(tmp_path / f"{exercise}.pt", weights_only=True)
+    kinds = [type(value).__name__ for _, value, _ in record["calls"]]
+    assert kinds[0::2] == ["list"] * (len(kinds) // 2) and kinds[1::2] == ["Tensor"] * (len(kinds) // 2)
+    forged = [(kind, value + 0.5 if torch.is_tensor(value) else value, rng) for kind, value, rng in record["calls"]]
+    torch.save({**record, "calls": forged}, tmp_path / f"{exercise}.pt")
+    assert confirm(exercise, tmp_path / f"{exercise}.pt").verdict == "failed"
+    renamed = [(kind, [[f"x{n}", shape] for n, shape in value] if isinstance(value, list) else value, rng)
+               for kind, value, rng in record["calls"]]
+    torch.save({**record, "calls": renamed}, tmp_path / f"{exercise}.pt")
+    found = confirm(exercise, tmp_path / f"{exercise}.pt")
+    assert found.verdict == "failed" and "the module's parameters must be those of the skeleton" in found.message
+
+
+@pytest.mark.parametrize("exercise", ["06.1", "06.2"])
+def test_checks_that_wrap_the_answer_are_re_checked_too(tmp_path, monkeypatch, exercise):
+    from tests.answers.lesson06 import EXERCISES
+
+    right = next(iter(EXERCISES[exercise][1].values()))
+    found = graded_check(tmp_path, monkeypatch, right, exercise)
+    assert found.verdict == "passed" and found.cases > 0, found
+
+
 def test_plain_copies_keep_data_and_mark_everything_else():
     from transformer_course.grading.kernel import OPAQUE, plain
 
@@ -295,7 +327,7 @@ def test_a_pass_that_could_not_be_re_checked_carries_a_review_note():
 
     run = RunResult(cells={"ex1-check": CellRecord("ok", confirm=Confirmation("unconfirmed"))})
     status, message = _verdict(None, run, Limits(), "ex1-check", "04.3 Multi-head attention, forward")
-    assert status == "passed" and "[review the code: this check builds the learner's own class" in message
+    assert status == "passed" and "[review the code: this check could not be re-run outside the kernel]" in message
 
 
 # --- messages ----------------------------------------------------------------------------------------------

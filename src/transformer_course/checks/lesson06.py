@@ -10,6 +10,9 @@ from transformer_course.positional import rotation_matrix, sinusoidal_encoding
 
 def _as_float32(fn):
     """Accept float64 answers (computed in float64 or with Python floats) by comparing them in float32."""
+    if getattr(fn, "replays_records", False):  # the grader's re-check: the recorded results were converted already
+        return fn
+
     def wrapped(*args):
         out = fn(*args)
         return out.float() if type(out) is torch.Tensor and out.dtype == torch.float64 else out

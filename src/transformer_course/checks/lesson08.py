@@ -141,6 +141,8 @@ def _gpt_mistakes(m: ReferenceGPT) -> list[Mistake]:
 
 def _causality_hint(answer, args: tuple, tokens: torch.Tensor) -> str:
     """When the learner's model lets position t see later tokens, say so (the property holds for any weights)."""
+    if getattr(answer, "replays_records", False):  # the grader's re-check has no model to probe: the verdict stands
+        return ""
     try:
         module = answer(*args).eval()
         with torch.no_grad():

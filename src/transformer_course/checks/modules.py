@@ -14,18 +14,62 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from transformer_course.checks.core import Case, CheckFailed, Mistake, case_generator, check_function, require_callable
+from transformer_course.checks.core import (
+    Case,
+    CheckFailed,
+    Mistake,
+    call_answer,
+    case_generator,
+    check_function,
+    require_callable,
+)
 
 
 def _build(answer, args: tuple, signature: str) -> nn.Module:
-    try:
-        module = answer(*args)
-    except Exception as error:  # noqa: BLE001 - the learner's constructor
-        raise CheckFailed(f"{signature} raised {type(error).__name__}: {error}") from None
-    if not isinstance(module, nn.Module):
-        raise CheckFailed(f"{signature} must build an nn.Module, got {type(module).__name__}")
-    return module
+    """The learner's module, built through ``call_answer`` so that the grader records what the check uses of
+    it (parameter names and shapes; the forward outputs are recorded by the forward's own call) and can
+    re-run this check outside the learner's kernel on a stand-in (:class:`_Recorded`)."""
+    built = []
 
+    def construct(*args):
+        try:
+            module = answer(*args)
+        except Exception as error:  # noqa: BLE001 - the learner's constructor
+            raise CheckFailed(f"{signature} raised {type(error).__name__}: {error}") from None
+        if not isinstance(module, nn.Module):
+            raise CheckFailed(f"{signature} must build an nn.Module, got {type(module).__name__}")
+        built.append(module)
+        return _parameter_shapes(module)
+
+    case = Case(signature, dict(enumerate(args)))
+    if getattr(answer, "replays_records", False):  # the grader's re-check: the answer returns what was recorded
+        return _Recorded(call_answer(answer, case), answer)
+    call_answer(construct, case)
+    return built[0]
+
+
+def _parameter_shapes(module: nn.Module) -> list:
+    """What _copy_weights reads of a module: its state's names and shapes, as plain data."""
+    return [[name, list(value.shape)] for name, value in module.state_dict().items()]
+
+
+class _Recorded(nn.Module):
+    """Outside the kernel: a module with the recorded parameter names and shapes whose forward returns the
+    recorded outputs, so that the released checker runs unchanged on what the learner's module produced."""
+
+    def __init__(self, shapes, forward):
+        super().__init__()
+        if type(shapes) is not list or not all(type(s) is list and len(s) == 2 and type(s[0]) is str
+                                                and type(s[1]) is list for s in shapes):
+            raise CheckFailed("the recorded module description is malformed")
+        self._shapes = {name: torch.Size(shape) for name, shape in shapes}
+        object.__setattr__(self, "forward", forward)  # called by check_function as module.forward
+
+    def state_dict(self, *args, **kwargs):
+        return {name: torch.empty(shape, device="meta") for name, shape in self._shapes.items()}
+
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        return None
 
 def _copy_weights(module: nn.Module, reference: nn.Module) -> None:
     """Load the reference's parameters into the learner's module (same attribute names and shapes)."""

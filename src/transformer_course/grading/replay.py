@@ -8,9 +8,9 @@ turn a wrong result into a pass: the only way to pass is to have produced the ri
 
 Checkers may draw cases from torch's global generator: the kernel and the replay seed it alike
 (:data:`.kernel.SEED`), and the replay restores, after each recorded call, the generator state that
-the learner's code left behind. Checkers that call the learner's answer other than through
-``core.call_answer`` (a class that the checker instantiates, say) cannot be replayed; for them the
-kernel's verdict stands ("unconfirmed").
+the learner's code left behind. A module check is replayed on a stand-in module built from the recorded
+parameter names and shapes (``checks.modules``). Checkers that call the learner's answer other than through
+``core.call_answer`` cannot be replayed; for them the kernel's verdict stands ("unconfirmed").
 """
 
 from __future__ import annotations
@@ -129,6 +129,7 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
         return _revive(value)
 
     recorded_answer.__name__ = "your function"
+    recorded_answer.replays_records = True  # checks.modules builds a stand-in module from the records
     state = torch.get_rng_state()
     previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed
     torch.manual_seed(core.case_seed(SEED))

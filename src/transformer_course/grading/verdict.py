@@ -95,8 +95,8 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         if verdict == "passed":
             return "passed", f"all {cell.confirm.cases} cases passed"
         if verdict == "unconfirmed":
-            return "passed", ("passed (the kernel's verdict) [review the code: this check builds the learner's own "
-                              "class, so it could not be re-run outside the kernel]")
+            return "passed", ("passed (the kernel's verdict) [review the code: this check could not be re-run "
+                              "outside the kernel]")
         if verdict == "failed":
             return "tampered", ("the check passed inside the kernel, but the results it recorded fail the same "
                                 f"check run outside the kernel, so the checking code was altered: {detail}")

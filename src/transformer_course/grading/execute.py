@@ -122,7 +122,7 @@ def _environment(root: Path, token: str, spec: Path, records: Path, package: Pat
         JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"), MPLBACKEND="agg",
         TMPDIR=str(root / "tmp"),  # the kernel's sockets and anything the notebook writes go away with the run
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
-        **snapshot_environment(package, root / "pycache"),
+        **snapshot_environment(package),
     )
     env.pop(CASES_ENV, None)
     if cases_seed is not None:

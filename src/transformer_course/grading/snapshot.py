@@ -4,8 +4,10 @@ A learner's kernel runs as the same user as the grader, so it can rewrite the in
 plant bytecode in its ``__pycache__``; a notebook graded later would then import the altered package. So the
 grader reads every file of the package into memory once, before the first kernel starts, and gives each
 notebook's processes (pytest, its plugin, the kernel) a copy of their own written from memory, first on their
-``PYTHONPATH``, with bytecode kept out of it (``PYTHONPYCACHEPREFIX``). After the run the copy is compared
-with the snapshot, byte for byte and file for file: a notebook whose copy changed is graded ``tampered``.
+``PYTHONPATH``, without bytecode (the run writes none: ``PYTHONDONTWRITEBYTECODE``). After the run the copy is
+compared with the snapshot, byte for byte and file for file, bytecode included: a notebook whose copy changed
+is graded ``tampered``. (``PYTHONPYCACHEPREFIX`` would keep bytecode out too, but it applies to every module:
+each kernel would compile torch from source, 10 s and more on a busy machine.)
 Nothing a kernel does reaches another notebook's copy or the grader's own process, which imported the
 checks before any kernel started.
 """
@@ -77,7 +79,7 @@ class Snapshot:
         return sorted(changed)
 
 
-def environment(folder: Path, pycache: Path) -> dict[str, str]:
-    """The variables that make a process import the copy in ``folder`` and keep bytecode in ``pycache``."""
+def environment(folder: Path) -> dict[str, str]:
+    """The variables that make a process import the copy in ``folder`` before any installed one."""
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, "PYTHONPYCACHEPREFIX": str(pycache)}
+    return {"PYTHONPATH": path}

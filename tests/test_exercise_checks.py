@@ -75,3 +75,25 @@ def test_hidden_cases_differ_from_the_public_ones(monkeypatch):
     monkeypatch.setattr(core, "CASES_SEED", 20261125)
     with pytest.raises(CheckFailed, match="KeyError"):
         check("01.1", token_logits)
+
+
+def test_the_cached_cross_attention_of_05_2_is_multi_head_cross_attention():
+    """05.2's reference, fed the memory's keys and values projected once, computes what the exercise promises:
+    mha(decoder_x, encoder_out, encoder_out, mask=padding_mask(src_valid_lens, n_enc)), one step or all at once."""
+    import torch
+
+    from transformer_course.checks.lesson05 import _cached_cross_attention
+    from transformer_course.masking import padding_mask
+    from transformer_course.multihead import MultiHeadAttention, split_heads
+
+    torch.manual_seed(0)
+    mha, lens = MultiHeadAttention(12, 3).eval(), torch.tensor([7, 2, 5])
+    x, memory = torch.randn(3, 4, 12), torch.randn(3, 7, 12)
+    with torch.no_grad():
+        expected = mha(x, memory, memory, mask=padding_mask(lens, 7))
+        k, v = split_heads(mha.W_k(memory), 3), split_heads(mha.W_v(memory), 3)
+        together = _cached_cross_attention(x, k, v, lens, mha)
+        steps = [_cached_cross_attention(x[:, t : t + 1], k, v, lens, mha) for t in range(4)]
+    for got in (together, tuple(torch.cat(parts, dim=-2) for parts in zip(*steps, strict=True))):
+        for e, g in zip(expected, got, strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)

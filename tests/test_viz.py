@@ -59,6 +59,24 @@ def test_weight_bars_and_diagrams_draw():
         assert sum("#3" in t.get_text() for t in ax.texts) == stacks
 
 
+def test_the_course_map_names_the_lesson_of_each_part():
+    ax = viz.stack_diagram(kind="encoder-decoder", num_layers=2, lessons=True)
+    texts = " | ".join(t.get_text() for t in ax.texts)
+    for part in ["embedding + positions\n(lessons 1, 6)", "(lessons 2, 4, 7)", "(lessons 3, 5, 7)", "memory (lesson 5)",
+                 "(lesson 1)"]:
+        assert part in texts, part
+    assert "(lesson 8)" in ax.get_title()
+    assert "lesson" not in " ".join(t.get_text() for t in viz.stack_diagram(kind="decoder-only").texts)
+
+
+def test_multihead_diagram_shows_the_shapes_of_its_sizes():
+    ax = viz.multihead_diagram(d_model=12, num_heads=3)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("(B, n, 12)") >= 4 and "(B, 3, n, 4)" in texts  # d_k = 12 / 3 on the per-head arrows
+    assert any("split into 3 heads" in t for t in texts) and any("concatenate" in t for t in texts)
+    assert "$d_k$ = 4" in ax.get_title()
+
+
 def test_logo_is_a_square_png(tmp_path):
     viz.draw_logo(str(tmp_path / "logo.png"), size_px=64)
     data = (tmp_path / "logo.png").read_bytes()
@@ -80,6 +98,9 @@ def test_logo_is_a_square_png(tmp_path):
         (lambda: viz.stack_diagram(kind="gpt"), ValueError, "kind must be one of"),
         (lambda: viz.stack_diagram(num_layers=0), ValueError, "num_layers must be >= 1, got 0"),
         (lambda: widgets.demo_mask("diagonal", 4, 2), ValueError, "kind must be one of"),
+        (lambda: viz.multihead_diagram(d_model=10, num_heads=4), ValueError,
+         r"d_model \(10\) must be divisible by num_heads \(4\)"),
+        (lambda: viz.multihead_diagram(num_heads=0), ValueError, "num_heads must be >= 1, got 0"),
     ],
 )
 def test_bad_input(call, error, match):

@@ -194,11 +194,18 @@ def block_diagram(ax: Axes | None = None, *, norm_first: bool = False, title: st
     return ax
 
 
-def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_layers: int = 2) -> Axes:
+# Which lesson builds each part (for stack_diagram(lessons=True), the course's map in lesson 1).
+_LESSONS = {"embedding": "lessons 1, 6", "encoder": "lessons 2, 4, 7", "decoder": "lessons 3, 5, 7",
+            "decoder-only": "lessons 3, 4, 7", "head": "lesson 1", "memory": "lesson 5", "stack": "lesson 8"}
+
+
+def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_layers: int = 2,
+                  lessons: bool = False) -> Axes:
     """Draw a model as stacks of blocks: ``"encoder-decoder"``, ``"decoder-only"`` or ``"encoder-only"``.
 
     Each column runs bottom to top: token ids, embedding + positions, ``num_layers`` blocks, and the head.
     In the encoder-decoder, an arrow from the top of the encoder enters every decoder block (cross-attention).
+    With ``lessons=True`` each part names the lessons of this course that build it.
     """
     kinds = {"encoder-decoder": ["encoder", "decoder"], "decoder-only": ["decoder-only"],
              "encoder-only": ["encoder"]}
@@ -210,24 +217,28 @@ def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_
     label = {"encoder": "encoder block\n(self-attn, FFN)",
              "decoder": "decoder block\n(masked self-attn,\ncross-attn, FFN)",
              "decoder-only": "block\n(masked self-attn, FFN)"}
+    def named(text: str, part: str) -> str:
+        return f"{text}\n({_LESSONS[part]})" if lessons else text
+
     tops, gap = {}, 1.5
     for col, stack in enumerate(kinds[kind]):
         x = col * 2.6
         bottom = "source ids" if stack == "encoder" and kind == "encoder-decoder" else "token ids"
         ax.text(x, 0, bottom, ha="center", va="center", fontsize=9)
-        ax.text(x, 1, "embedding + positions", ha="center", va="center", fontsize=8,
+        ax.text(x, 1, named("embedding + positions", "embedding"), ha="center", va="center", fontsize=8,
                 bbox=dict(boxstyle="round,pad=0.3", fc="#eeeeee", ec="black"))
         ys = [2.3 + gap * i for i in range(num_layers)]
         for start, end in [(0.25, 0.75), (1.3, ys[0] - 0.45)] + [(y + 0.45, y + gap - 0.45) for y in ys[:-1]]:
             ax.annotate("", xy=(x, end), xytext=(x, start), arrowprops=dict(arrowstyle="->"))
         for i, y in enumerate(ys):
-            ax.text(x, y, f"{label[stack]}  #{i + 1}", ha="center", va="center", fontsize=7.5,
+            text = f"{label[stack]}  #{i + 1}"
+            ax.text(x, y, named(text, stack) if i == 0 else text, ha="center", va="center", fontsize=7.5,
                     bbox=dict(boxstyle="round,pad=0.35", fc=fill[stack], ec="black"))
         tops[stack] = ys[-1]
         if not (stack == "encoder" and kind == "encoder-decoder"):
             head = ys[-1] + gap
             ax.annotate("", xy=(x, head - 0.3), xytext=(x, ys[-1] + 0.45), arrowprops=dict(arrowstyle="->"))
-            ax.text(x, head, "linear head -> logits (B, n, |V|)", ha="center", va="center", fontsize=8,
+            ax.text(x, head, named("linear head -> logits (B, n, |V|)", "head"), ha="center", va="center", fontsize=8,
                     bbox=dict(boxstyle="round,pad=0.3", fc="#f2d16b", ec="black"))
     if kind == "encoder-decoder":
         memory_y = tops["encoder"] + 0.8
@@ -235,10 +246,53 @@ def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_
         for y in [2.3 + gap * i for i in range(num_layers)]:
             ax.annotate("", xy=(2.6 - 0.95, y), xytext=(1.3, y), arrowprops=dict(arrowstyle="->", color="#555555"))
         ax.plot([1.3, 1.3], [2.3, memory_y], color="#555555")
-        ax.text(0.1, memory_y + 0.12, "memory", ha="left", va="bottom", fontsize=8, color="#555555")
-    ax.set(xlim=(-1.4, 2.6 * (len(kinds[kind]) - 1) + 1.4), ylim=(-0.5, 2.3 + gap * num_layers + 0.6))
+        ax.text(0.1, memory_y + 0.12, "memory" + (f" ({_LESSONS['memory']})" if lessons else ""), ha="left",
+                va="bottom", fontsize=8, color="#555555")
+    ax.set(xlim=(-1.4, 2.6 * (len(kinds[kind]) - 1) + 1.4), ylim=(-0.5, 2.3 + gap * num_layers + 0.8))
     ax.axis("off")
-    ax.set_title(kind)
+    ax.set_title(f"{kind}: {num_layers} blocks stacked ({_LESSONS['stack']})" if lessons else kind)
+    return ax
+
+
+def multihead_diagram(ax: Axes | None = None, *, d_model: int = 512, num_heads: int = 8) -> Axes:
+    """Draw multi-head attention as a flow, bottom to top, with the tensor shapes on the arrows: the input
+    (B, n, d), the projections W_q, W_k, W_v, the split into h heads of width d_k = d / h, scaled dot-product
+    attention in every head, the concatenation back to (B, n, d) and the output projection W_o."""
+    d_model = _validate.integer("d_model", d_model, minimum=1)
+    num_heads = _validate.integer("num_heads", num_heads, minimum=1)
+    if d_model % num_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+    d_k = d_model // num_heads
+    ax = _axes(ax, (7, 5.2))
+    box = dict(boxstyle="round,pad=0.35", ec="black")
+    full, heads = f"(B, n, {d_model})", f"(B, {num_heads}, n, {d_k})"
+
+    def arrow(x0, y0, x1, y1, shape=""):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->"))
+        if shape:
+            ax.text((x0 + x1) / 2 + 0.08, (y0 + y1) / 2, shape, ha="left", va="center", fontsize=7, color="#444444")
+
+    ax.text(0, 0, f"x  {full}", ha="center", va="center", fontsize=9)
+    for x, name in [(-2.2, "Q"), (0, "K"), (2.2, "V")]:
+        arrow(0, 0.25, x, 1.05, full if name == "K" else "")
+        ax.text(x, 1.35, f"$W_{name.lower()}$  ({d_model} x {d_model})", ha="center", va="center", fontsize=8,
+                bbox={**box, "fc": "#f4a582"})
+        arrow(x, 1.65, x, 2.45, full)
+        ax.text(x, 2.75, f"{name}: split into {num_heads} heads", ha="center", va="center", fontsize=8,
+                bbox={**box, "fc": "#eeeeee"})
+        arrow(x, 3.05, 0, 3.85, heads if name == "K" else "")
+    ax.text(0, 4.2, f"scaled dot-product attention in each head\nsoftmax($QK^T / \\sqrt{{{d_k}}}$) V",
+            ha="center", va="center", fontsize=8, bbox={**box, "fc": "#92c5de"})
+    arrow(0, 4.6, 0, 5.35, heads)
+    ax.text(0, 5.65, "concatenate the heads", ha="center", va="center", fontsize=8, bbox={**box, "fc": "#eeeeee"})
+    arrow(0, 5.95, 0, 6.75, full)
+    ax.text(0, 7.05, f"$W_o$  ({d_model} x {d_model})", ha="center", va="center", fontsize=8,
+            bbox={**box, "fc": "#f2d16b"})
+    arrow(0, 7.35, 0, 8.05, full)
+    ax.text(0, 8.3, "output", ha="center", va="center", fontsize=9)
+    ax.set(xlim=(-3.4, 3.4), ylim=(-0.4, 8.7))
+    ax.axis("off")
+    ax.set_title(f"Multi-head attention, d = {d_model}, h = {num_heads}, $d_k$ = {d_k}")
     return ax
 
 

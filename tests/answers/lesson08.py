@@ -55,6 +55,54 @@ WRONG_DECODER = {
 }
 RIGHT_DECODER = {"straight": Decoder, "loop over sub-layers": DecoderLoop}
 
+# --- 08.4 (stretch) PreNormDecoderBlock(d_model, num_heads, d_ff) -------------------------------------
+
+
+class PreNorm(Decoder):
+    def forward(self, x, memory, self_mask=None, memory_mask=None):
+        m = self.mistake
+        if m == "post-norm":
+            return super().forward(x, memory, self_mask, memory_mask)
+        if m == "normalised residual":
+            h = self.norm1(x)
+            x = h + self.self_attention(h, mask=self_mask)[0]
+            h = self.norm2(x)
+            x = h + self.cross_attention(h, memory, memory, mask=memory_mask)[0]
+            h = self.norm3(x)
+            return h + self.ffn(h)
+        h = self.norm1(x)
+        x = x + self.self_attention(h, mask=None if m == "no causal mask" else self_mask)[0]
+        h = self.norm2(x)
+        kv = self.norm2(memory) if m == "memory normalised" else memory
+        x = x + self.cross_attention(h, kv, kv, mask=memory_mask)[0]
+        x = x + self.ffn(self.norm3(x))
+        return self.norm3(x) if m == "final norm" else x
+
+
+def prenorm_with(mistake):
+    return type(f"PreNorm_{mistake.replace(' ', '_')}", (PreNorm,), {"mistake": mistake})
+
+
+class PreNormResidualList(Decoder):
+    """The three sub-layers as (norm, function) pairs, each added to the stream: correct, written differently."""
+
+    def forward(self, x, memory, self_mask=None, memory_mask=None):
+        for norm, sublayer in [(self.norm1, lambda h: self.self_attention(h, h, h, self_mask)[0]),
+                               (self.norm2, lambda h: self.cross_attention(h, memory, memory, memory_mask)[0]),
+                               (self.norm3, self.ffn)]:
+            x = torch.add(x, sublayer(norm(x)))
+        return x
+
+
+WRONG_PRENORM = {
+    "post-norm": (prenorm_with("post-norm"), "this is the post-norm block"),
+    "normalised residual": (prenorm_with("normalised residual"), "add the sub-layer's output to x itself"),
+    "memory normalised": (prenorm_with("memory normalised"), "the memory is normalised too"),
+    "no causal mask": (prenorm_with("no causal mask"), "causal mask is missing"),
+    "final norm": (prenorm_with("final norm"), "a final LayerNorm was applied"),
+}
+RIGHT_PRENORM = {"straight": PreNorm, "list of residual sub-layers": PreNormResidualList}
+
 # --- 08.2 TinyGPT(vocab_size, d_model, num_heads, num_layers, max_len) -------------------------------
 
 
@@ -135,4 +183,5 @@ EXERCISES = {
     "08.1": (WRONG_DECODER, RIGHT_DECODER),
     "08.2": (WRONG_GPT, RIGHT_GPT),
     "08.3": (WRONG_COUNT, RIGHT_COUNT),
+    "08.4": (WRONG_PRENORM, RIGHT_PRENORM),
 }

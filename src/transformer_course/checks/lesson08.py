@@ -84,6 +84,59 @@ def check_decoder_block(answer) -> int:
                         "DecoderBlock(d_model, num_heads, d_ff)", ("output",))
 
 
+# --- 08.4 (stretch) the pre-norm decoder block ------------------------------------------------------------
+
+
+def _prenorm_mistakes(block: DecoderBlock) -> list[Mistake]:
+    sa, ca, ffn, n1, n2, n3 = (block.self_attention, block.cross_attention, block.ffn,
+                               block.norm1, block.norm2, block.norm3)
+
+    def pre_norm(self_attend, cross_attend, feed_forward=lambda h: h + ffn(n3(h))):
+        def forward(x, memory, self_mask, memory_mask):
+            x = x + self_attend(x, memory, self_mask, memory_mask)
+            x = x + cross_attend(x, memory, self_mask, memory_mask)
+            return feed_forward(x)
+        return forward
+
+    def self_ok(x, m, s, mm):
+        return sa(n1(x), mask=s)[0]
+
+    def cross_ok(x, m, s, mm):
+        return ca(n2(x), m, m, mask=mm)[0]
+
+    return [
+        Mistake("this is the post-norm block, norm(x + sublayer(x)): in pre-norm the residual stream is never "
+                "normalised, each sub-layer reads norm(x) and its output is added to x.",
+                lambda x, m, s, mm: n3((lambda h: h + ffn(h))(n2((lambda h: h + ca(h, m, m, mask=mm)[0])(
+                    n1(x + sa(x, mask=s)[0])))))),
+        Mistake("the residual adds the normalised input, norm(x) + sublayer(norm(x)): add the sub-layer's output "
+                "to x itself.",
+                lambda x, m, s, mm: (lambda h: n3(h) + ffn(n3(h)))((lambda h: n2(h) + ca(n2(h), m, m, mask=mm)[0])(
+                    n1(x) + sa(n1(x), mask=s)[0]))),
+        Mistake("the memory is normalised too: in pre-norm only the decoder's queries go through norm2; the "
+                "encoder output is used as it is.",
+                pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), n2(m), n2(m), mask=mm)[0])),
+        Mistake("the causal mask is missing from the masked self-attention.",
+                pre_norm(lambda x, m, s, mm: sa(n1(x))[0], cross_ok)),
+        Mistake("the source padding mask is not passed to the cross-attention.",
+                pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), m, m)[0])),
+        Mistake(KV_FROM_DECODER, pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), n2(x), n2(x), mask=mm)[0])),
+        Mistake("a final LayerNorm was applied to the block's output: pre-norm blocks return the residual stream "
+                "as it is (the model normalises once, after the last block).",
+                lambda x, m, s, mm: n3(pre_norm(self_ok, cross_ok)(x, m, s, mm))),
+    ]
+
+
+def _prenorm_decoder_block(d_model, num_heads, d_ff):
+    return DecoderBlock(d_model, num_heads, d_ff, norm_first=True)
+
+
+@exercise("08.4", title="Stretch: the pre-norm decoder block", points=3)
+def check_prenorm_decoder_block(answer) -> int:
+    return check_module(answer, _prenorm_decoder_block, _decoder_cases(), _prenorm_mistakes,
+                        "PreNormDecoderBlock(d_model, num_heads, d_ff)", ("output",))
+
+
 # --- 08.2 a decoder-only LM from the package's parts ---------------------------------------------
 
 

@@ -49,6 +49,23 @@ DEFAULT_CONFIGS = ["default", "threads=1", "threads=3", "aten=default", "aten=av
 # lesson file name -> {metric: (cell id, Python expression)}: the expression is evaluated in the lesson's namespace
 # right after that cell ran. Each metric is one that an assert of the lesson tests; the comment gives the assert.
 METRICS = {
+    "05_self_and_cross_attention.ipynb": {
+        "digits from source, with cross": ("results", "means['with cross-attention'][0]"),  # > 0.75
+        "digits from source, without": ("results", "means['without cross-attention'][0]"),  # < 0.4
+        "without - counting, digits": (
+            "results", "abs(means['without cross-attention'][0] - means['counting'][0])"),  # < 0.1
+        "fixed tokens, worst model": (
+            "results", "min(means['with cross-attention'][1], means['without cross-attention'][1])"),  # > 0.98
+        "whole dates, with cross": ("results", "exact['with cross-attention']"),  # > 0.3
+        "whole dates, without": ("results", "exact['without cross-attention']"),  # < 0.01
+        "alignment / uniform, worst field": (
+            "trained-alignment", "min(cross[r, s:s + n].sum(-1).mean().item() * n_enc / n"
+                                 " for r, s, n in fields.values())"),  # > 1.15
+        "unmasked drop, as padded": ("trained-padding", "drops[0]"),  # > 0.01
+        "unmasked drop, more - as padded": ("trained-padding", "drops[1] - drops[0]"),  # > 0
+        "padding weight unmasked, least": (
+            "padding-picture", "on_padding['every key allowed'][1:].min()"),  # > 0.02
+    },
     "09_training_a_translator.ipynb": {
         "valid exact match": ("train-report", "history.metric('accuracy')[-1]"),  # >= threshold
         "loss first / last 25 steps": ("curves-check", "float(start / end)"),  # > 100

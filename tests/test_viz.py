@@ -6,11 +6,13 @@ of its default settings (what the book shows) and redraws when a control moves.
 """
 
 import base64
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from matplotlib.figure import Figure
 
 from transformer_course import viz, widgets
 from transformer_course.masking import causal_mask, to_additive_mask
@@ -59,22 +61,55 @@ def test_weight_bars_and_diagrams_draw():
         assert sum("#3" in t.get_text() for t in ax.texts) == stacks
 
 
-def test_the_course_map_names_the_lesson_of_each_part():
-    ax = viz.stack_diagram(kind="encoder-decoder", num_layers=2, lessons=True)
-    texts = " | ".join(t.get_text() for t in ax.texts)
-    for part in ["embedding + positions\n(lessons 1, 6)", "(lessons 2, 4, 7)", "(lessons 3, 5, 7)", "memory (lesson 5)",
-                 "(lesson 1)"]:
-        assert part in texts, part
-    assert "(lesson 8)" in ax.get_title()
-    assert "lesson" not in " ".join(t.get_text() for t in viz.stack_diagram(kind="decoder-only").texts)
+def _texts(fig_or_ax) -> list[str]:
+    axes = fig_or_ax.axes if isinstance(fig_or_ax, Figure) else [fig_or_ax]
+    return [t.get_text() for ax in axes for t in [*ax.texts, ax.title]]
+
+
+def test_architecture_map_draws_both_stacks_with_the_lesson_of_each_part():
+    fig = viz.architecture_map()
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    texts = "\n".join(_texts(fig))
+    for title in ["encoder-decoder", "decoder-only"]:
+        assert title in texts, title
+    for part, lessons in [("token embedding + positions", "lessons 1, 6"),
+                          ("masked multi-head self-attention", "lessons 2, 3 (mask), 4 (heads)"),
+                          ("multi-head self-attention", "lessons 2 (attention), 4 (heads)"),
+                          ("cross-attention to the memory", "lesson 5"),
+                          ("residual + LayerNorm, feed-forward", "lesson 7"),
+                          ("linear head -> logits (B, n, |V|)", "lessons 1, 8"),
+                          ("training: predict the next target token", "lesson 9"),
+                          ("generation: sample a token, append it", "lesson 10")]:
+        assert f"{part}\n{lessons}" in texts, part
+    assert texts.count("x L blocks\nlesson 8") == 3  # the encoder, the decoder and the decoder-only stack
+    lesson_lines = [line for line in texts.split("\n") if line.startswith("lesson")]
+    assert {int(number) for line in lesson_lines for number in re.findall(r"\d+", line)} == set(range(1, 11))
+
+
+def test_architecture_map_without_lessons_and_with_a_number_of_layers():
+    texts = _texts(viz.architecture_map(num_layers=6, lessons=False))
+    assert not any("lesson" in t for t in texts)
+    assert texts.count("x 6 blocks") == 3 and "token embedding + positions" in texts
 
 
 def test_multihead_diagram_shows_the_shapes_of_its_sizes():
     ax = viz.multihead_diagram(d_model=12, num_heads=3)
-    texts = [t.get_text() for t in ax.texts]
-    assert texts.count("(B, n, 12)") >= 4 and "(B, 3, n, 4)" in texts  # d_k = 12 / 3 on the per-head arrows
-    assert any("split into 3 heads" in t for t in texts) and any("concatenate" in t for t in texts)
-    assert "$d_k$ = 4" in ax.get_title()
+    assert isinstance(ax.figure, Figure)
+    texts = _texts(ax)
+    assert texts.count("(B, n, 12)") >= 4 and texts.count("(B, 3, n, 4)") >= 2  # d_h = 12 / 3 per head
+    assert "weights\n(B, 3, n, n)" in texts and "x  (B, n, 12)" in texts
+    for step in ["$W_q$  (12 x 12)", "$W_k$  (12 x 12)", "$W_v$  (12 x 12)", "Q: split into 3 heads",
+                 "K: split into 3 heads", "V: split into 3 heads", "concatenate the heads", "$W_o$  (12 x 12)"]:
+        assert step in texts, step
+    assert any("\\sqrt{4}" in t for t in texts)  # each head scales by 1 / sqrt(d_h)
+    assert "d = 12, h = 3, $d_h = d / h$ = 4" in ax.get_title()
+
+
+def test_multihead_diagram_draws_the_lessons_own_batch_and_length():
+    ax = viz.multihead_diagram(d_model=24, num_heads=4, batch_size=2, seq_len=10)
+    texts = _texts(ax)
+    assert "(2, 10, 24)" in texts and "(2, 4, 10, 6)" in texts and "weights\n(2, 4, 10, 10)" in texts
+    assert "(B, n, 24)" not in texts and "B = 2, n = 10" in ax.get_title()
 
 
 def test_logo_is_a_square_png(tmp_path):
@@ -99,8 +134,13 @@ def test_logo_is_a_square_png(tmp_path):
         (lambda: viz.stack_diagram(num_layers=0), ValueError, "num_layers must be >= 1, got 0"),
         (lambda: widgets.demo_mask("diagonal", 4, 2), ValueError, "kind must be one of"),
         (lambda: viz.multihead_diagram(d_model=10, num_heads=4), ValueError,
-         r"d_model \(10\) must be divisible by num_heads \(4\)"),
+         "d_model=10 must be divisible by num_heads=4"),
         (lambda: viz.multihead_diagram(num_heads=0), ValueError, "num_heads must be >= 1, got 0"),
+        (lambda: viz.multihead_diagram(d_model=8.0), TypeError, "d_model must be an integer, got float"),
+        (lambda: viz.multihead_diagram(seq_len=0), ValueError, "seq_len must be >= 1, got 0"),
+        (lambda: viz.multihead_diagram(batch_size="B"), TypeError, "batch_size must be an integer, got str"),
+        (lambda: viz.architecture_map(num_layers=0), ValueError, "num_layers must be >= 1, got 0"),
+        (lambda: viz.architecture_map(lessons="yes"), TypeError, "lessons must be True or False, got str"),
     ],
 )
 def test_bad_input(call, error, match):

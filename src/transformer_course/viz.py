@@ -1,7 +1,9 @@
-"""Plotting helpers for the lessons: attention heatmaps, masks, bar charts of one query's weights.
+"""Plotting helpers for the lessons: attention heatmaps, masks, bar charts of one query's weights, and
+diagrams of the architecture (a block, stacks, multi-head attention, the map of the whole course).
 
-Every function draws on a matplotlib ``Axes`` (a new figure when none is given) and returns it, so a
-lesson can compose panels with ``plt.subplots`` and the widgets can redraw into their own figures.
+A single-panel function draws on a matplotlib ``Axes`` (a new figure when none is given) and returns it, so a
+lesson can compose panels with ``plt.subplots`` and the widgets can redraw into their own figures; the
+multi-panel ones (``heatmaps``, ``architecture_map``) make their own figure and return the ``Figure``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
 
 from transformer_course import _validate
 
@@ -194,18 +197,11 @@ def block_diagram(ax: Axes | None = None, *, norm_first: bool = False, title: st
     return ax
 
 
-# Which lesson builds each part (for stack_diagram(lessons=True), the course's map in lesson 1).
-_LESSONS = {"embedding": "lessons 1, 6", "encoder": "lessons 2, 4, 7", "decoder": "lessons 3, 5, 7",
-            "decoder-only": "lessons 3, 4, 7", "head": "lesson 1", "memory": "lesson 5", "stack": "lesson 8"}
-
-
-def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_layers: int = 2,
-                  lessons: bool = False) -> Axes:
+def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_layers: int = 2) -> Axes:
     """Draw a model as stacks of blocks: ``"encoder-decoder"``, ``"decoder-only"`` or ``"encoder-only"``.
 
     Each column runs bottom to top: token ids, embedding + positions, ``num_layers`` blocks, and the head.
     In the encoder-decoder, an arrow from the top of the encoder enters every decoder block (cross-attention).
-    With ``lessons=True`` each part names the lessons of this course that build it.
     """
     kinds = {"encoder-decoder": ["encoder", "decoder"], "decoder-only": ["decoder-only"],
              "encoder-only": ["encoder"]}
@@ -217,28 +213,24 @@ def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_
     label = {"encoder": "encoder block\n(self-attn, FFN)",
              "decoder": "decoder block\n(masked self-attn,\ncross-attn, FFN)",
              "decoder-only": "block\n(masked self-attn, FFN)"}
-    def named(text: str, part: str) -> str:
-        return f"{text}\n({_LESSONS[part]})" if lessons else text
-
     tops, gap = {}, 1.5
     for col, stack in enumerate(kinds[kind]):
         x = col * 2.6
         bottom = "source ids" if stack == "encoder" and kind == "encoder-decoder" else "token ids"
         ax.text(x, 0, bottom, ha="center", va="center", fontsize=9)
-        ax.text(x, 1, named("embedding + positions", "embedding"), ha="center", va="center", fontsize=8,
+        ax.text(x, 1, "embedding + positions", ha="center", va="center", fontsize=8,
                 bbox=dict(boxstyle="round,pad=0.3", fc="#eeeeee", ec="black"))
         ys = [2.3 + gap * i for i in range(num_layers)]
         for start, end in [(0.25, 0.75), (1.3, ys[0] - 0.45)] + [(y + 0.45, y + gap - 0.45) for y in ys[:-1]]:
             ax.annotate("", xy=(x, end), xytext=(x, start), arrowprops=dict(arrowstyle="->"))
         for i, y in enumerate(ys):
-            text = f"{label[stack]}  #{i + 1}"
-            ax.text(x, y, named(text, stack) if i == 0 else text, ha="center", va="center", fontsize=7.5,
+            ax.text(x, y, f"{label[stack]}  #{i + 1}", ha="center", va="center", fontsize=7.5,
                     bbox=dict(boxstyle="round,pad=0.35", fc=fill[stack], ec="black"))
         tops[stack] = ys[-1]
         if not (stack == "encoder" and kind == "encoder-decoder"):
             head = ys[-1] + gap
             ax.annotate("", xy=(x, head - 0.3), xytext=(x, ys[-1] + 0.45), arrowprops=dict(arrowstyle="->"))
-            ax.text(x, head, named("linear head -> logits (B, n, |V|)", "head"), ha="center", va="center", fontsize=8,
+            ax.text(x, head, "linear head -> logits (B, n, |V|)", ha="center", va="center", fontsize=8,
                     bbox=dict(boxstyle="round,pad=0.3", fc="#f2d16b", ec="black"))
     if kind == "encoder-decoder":
         memory_y = tops["encoder"] + 0.8
@@ -246,26 +238,119 @@ def stack_diagram(ax: Axes | None = None, *, kind: str = "encoder-decoder", num_
         for y in [2.3 + gap * i for i in range(num_layers)]:
             ax.annotate("", xy=(2.6 - 0.95, y), xytext=(1.3, y), arrowprops=dict(arrowstyle="->", color="#555555"))
         ax.plot([1.3, 1.3], [2.3, memory_y], color="#555555")
-        ax.text(0.1, memory_y + 0.12, "memory" + (f" ({_LESSONS['memory']})" if lessons else ""), ha="left",
-                va="bottom", fontsize=8, color="#555555")
-    ax.set(xlim=(-1.4, 2.6 * (len(kinds[kind]) - 1) + 1.4), ylim=(-0.5, 2.3 + gap * num_layers + 0.8))
+        ax.text(0.1, memory_y + 0.12, "memory", ha="left", va="bottom", fontsize=8, color="#555555")
+    ax.set(xlim=(-1.4, 2.6 * (len(kinds[kind]) - 1) + 1.4), ylim=(-0.5, 2.3 + gap * num_layers + 0.6))
     ax.axis("off")
-    ax.set_title(f"{kind}: {num_layers} blocks stacked ({_LESSONS['stack']})" if lessons else kind)
+    ax.set_title(kind)
     return ax
 
 
-def multihead_diagram(ax: Axes | None = None, *, d_model: int = 512, num_heads: int = 8) -> Axes:
+_MAP_FILL = {"embed": "#eeeeee", "self": "#f4a582", "cross": "#b2abd2", "ffn": "#92c5de", "head": "#f2d16b",
+             "use": "#ffffff"}
+
+
+def architecture_map(*, num_layers: int | None = None, lessons: bool = True,
+                     figsize: tuple[float, float] = (10, 5.6)) -> Figure:
+    """The whole transformer as a map of the course: the encoder-decoder (left) and the decoder-only stack
+    (right), bottom to top, every part labelled with the lessons that build it: embedding and positions 1 and 6,
+    attention 2, masks 3, heads 4, cross-attention 5, residual + LayerNorm + feed-forward 7, stacking and the
+    output head 8, training 9, generation 10.
+
+    ``num_layers`` is the number of stacked blocks written beside each frame (the symbol L when ``None``);
+    ``lessons=False`` draws the parts without their lessons. Returns the new figure.
+    """
+    if num_layers is not None:
+        num_layers = _validate.integer("num_layers", num_layers, minimum=1)
+    if not isinstance(lessons, bool):
+        raise TypeError(f"lessons must be True or False, got {_validate.describe(lessons)}")
+    L = "L" if num_layers is None else str(num_layers)
+    fig, (left, right) = plt.subplots(1, 2, figsize=figsize, width_ratios=[2.1, 1], layout="constrained")
+    half = 0.3 if lessons else 0.18  # half the height of a box: two lines of text with the lessons, one without
+
+    def box(ax, x, y, text, where, fill):
+        label = f"{text}\n{where}" if lessons else text
+        ax.text(x, y, label, ha="center", va="center", fontsize=7.5, linespacing=1.4,
+                bbox=dict(boxstyle="round,pad=0.3", fc=_MAP_FILL[fill], ec="black"))
+
+    def arrow(ax, x0, y0, x1, y1, **style):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", **style))
+
+    def column(ax, x, ids, parts, width, side):
+        # ids -> embedding -> a frame of parts (bottom to top); returns the parts' heights and the frame's top.
+        ax.text(x, 0, ids, ha="center", va="center", fontsize=8.5)
+        box(ax, x, 1.1, "token embedding + positions", "lessons 1, 6", "embed")
+        arrow(ax, x, 0.2, x, 1.1 - half - 0.08)
+        ys = [2.55 + 1.25 * i for i in range(len(parts))]
+        bottom, top = ys[0] - half - 0.3, ys[-1] + half + 0.3
+        ax.add_patch(FancyBboxPatch((x - width / 2, bottom), width, top - bottom, boxstyle="round,pad=0.05",
+                                    fc="#f7f7f7", ec="#555555", ls="--", zorder=0))
+        stacked = f"x {L} blocks" + ("\nlesson 8" if lessons else "")
+        edge = x - width / 2 - 0.15 if side == "left" else x + width / 2 + 0.15
+        ax.text(edge, (bottom + top) / 2, stacked, ha="right" if side == "left" else "left", va="center",
+                fontsize=8.5, fontweight="bold", linespacing=1.4)
+        arrow(ax, x, 1.1 + half + 0.08, x, ys[0] - half - 0.08)
+        for i, (y, (text, where, fill)) in enumerate(zip(ys, parts, strict=True)):
+            box(ax, x, y, text, where, fill)
+            if i + 1 < len(parts):
+                arrow(ax, x, y + half + 0.08, x, ys[i + 1] - half - 0.08)
+        return ys, top
+
+    def on_top(ax, x, y_from, y, text, where, fill):
+        arrow(ax, x, y_from, x, y - half - 0.08)
+        box(ax, x, y, text, where, fill)
+        return y
+
+    attention, masked = "lessons 2 (attention), 4 (heads)", "lessons 2, 3 (mask), 4 (heads)"
+    ffn = ("residual + LayerNorm, feed-forward", "lesson 7", "ffn")
+    head = ("linear head -> logits (B, n, |V|)", "lessons 1, 8", "head")
+
+    # Encoder-decoder: the encoder on the left, the decoder on the right, the memory between them.
+    _, enc_top = column(left, 0, "source ids (B, n_enc)",
+                        [("multi-head self-attention", attention, "self"), ffn], 3.5, "left")
+    dec_ys, dec_top = column(left, 5.0, "target ids, shifted right (B, n_dec)",
+                             [("masked multi-head self-attention", masked, "self"),
+                              ("cross-attention to the memory", "lesson 5", "cross"), ffn],
+                             3.5, "right")
+    memory_y = enc_top + 0.45
+    left.plot([0, 0, 2.5, 2.5], [enc_top, memory_y, memory_y, dec_ys[1]], color="#555555")
+    arrow(left, 2.5, dec_ys[1], 3.55, dec_ys[1], color="#555555")
+    left.text(0.1, memory_y + 0.06, "memory (B, n_enc, d)", ha="left", va="bottom", fontsize=8, color="#555555")
+    y = on_top(left, 5.0, dec_top, dec_top + 0.45 + half, *head)
+    top = on_top(left, 5.0, y + half + 0.08, y + 1.0 + 2 * half, "training: predict the next target token",
+                 "lesson 9", "use")
+    left.set(xlim=(-2.5, 8.2), ylim=(-0.35, top + half + 0.3))
+    left.set_title("encoder-decoder (the 2017 transformer), e.g. translation", fontsize=10)
+
+    # Decoder-only: one stack; generation feeds every new token back in at the bottom.
+    _, lm_top = column(right, 0, "token ids (B, n)", [("masked multi-head self-attention", masked, "self"), ffn],
+                       3.5, "left")
+    y = on_top(right, 0, lm_top, lm_top + 0.45 + half, *head)
+    gen_y = on_top(right, 0, y + half + 0.08, y + 1.0 + 2 * half, "generation: sample a token, append it",
+                   "lesson 10", "use")
+    loop_x = 2.05
+    right.plot([1.7, loop_x, loop_x], [gen_y, gen_y, 0], color="#555555", ls=":")
+    arrow(right, loop_x, 0, 0.75, 0, color="#555555", ls=":")
+    right.set(xlim=(-2.7, 2.3), ylim=(-0.35, top + half + 0.3))
+    right.set_title("decoder-only (GPT-style language models)", fontsize=10)
+    for ax in (left, right):
+        ax.axis("off")
+    return fig
+
+
+def multihead_diagram(ax: Axes | None = None, *, d_model: int = 512, num_heads: int = 8,
+                      batch_size: int | None = None, seq_len: int | None = None) -> Axes:
     """Draw multi-head attention as a flow, bottom to top, with the tensor shapes on the arrows: the input
-    (B, n, d), the projections W_q, W_k, W_v, the split into h heads of width d_k = d / h, scaled dot-product
-    attention in every head, the concatenation back to (B, n, d) and the output projection W_o."""
-    d_model = _validate.integer("d_model", d_model, minimum=1)
-    num_heads = _validate.integer("num_heads", num_heads, minimum=1)
-    if d_model % num_heads:
-        raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-    d_k = d_model // num_heads
-    ax = _axes(ax, (7, 5.2))
+    (B, n, d), the projections W_q, W_k, W_v, the split into h heads of width d_h = d / h (the paper's d_k),
+    scaled dot-product attention in every head, the concatenation back to (B, n, d) and the output projection
+    W_o. The shapes use ``d_model`` and ``num_heads``, and ``batch_size`` and ``seq_len`` where given (the
+    symbols B and n otherwise)."""
+    d_model, num_heads, _ = _validate.heads(d_model, num_heads)
+    B = "B" if batch_size is None else str(_validate.integer("batch_size", batch_size, minimum=1))
+    n = "n" if seq_len is None else str(_validate.integer("seq_len", seq_len, minimum=1))
+    d_h = d_model // num_heads
+    ax = _axes(ax, (7, 5.5))
     box = dict(boxstyle="round,pad=0.35", ec="black")
-    full, heads = f"(B, n, {d_model})", f"(B, {num_heads}, n, {d_k})"
+    full, heads, weights = f"({B}, {n}, {d_model})", f"({B}, {num_heads}, {n}, {d_h})", f"({B}, {num_heads}, {n}, {n})"
 
     def arrow(x0, y0, x1, y1, shape=""):
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->"))
@@ -274,15 +359,16 @@ def multihead_diagram(ax: Axes | None = None, *, d_model: int = 512, num_heads: 
 
     ax.text(0, 0, f"x  {full}", ha="center", va="center", fontsize=9)
     for x, name in [(-2.2, "Q"), (0, "K"), (2.2, "V")]:
-        arrow(0, 0.25, x, 1.05, full if name == "K" else "")
+        arrow(0, 0.25, x, 1.05)
         ax.text(x, 1.35, f"$W_{name.lower()}$  ({d_model} x {d_model})", ha="center", va="center", fontsize=8,
                 bbox={**box, "fc": "#f4a582"})
         arrow(x, 1.65, x, 2.45, full)
         ax.text(x, 2.75, f"{name}: split into {num_heads} heads", ha="center", va="center", fontsize=8,
                 bbox={**box, "fc": "#eeeeee"})
-        arrow(x, 3.05, 0, 3.85, heads if name == "K" else "")
-    ax.text(0, 4.2, f"scaled dot-product attention in each head\nsoftmax($QK^T / \\sqrt{{{d_k}}}$) V",
+        arrow(x, 3.05, x * 0.25, 3.8, heads if name == "K" else "")  # Q and V: the same shape
+    ax.text(0, 4.2, f"scaled dot-product attention in each head\nsoftmax($QK^T / \\sqrt{{{d_h}}}$) V",
             ha="center", va="center", fontsize=8, bbox={**box, "fc": "#92c5de"})
+    ax.text(1.75, 4.2, f"weights\n{weights}", ha="left", va="center", fontsize=7, color="#444444")
     arrow(0, 4.6, 0, 5.35, heads)
     ax.text(0, 5.65, "concatenate the heads", ha="center", va="center", fontsize=8, bbox={**box, "fc": "#eeeeee"})
     arrow(0, 5.95, 0, 6.75, full)
@@ -292,7 +378,9 @@ def multihead_diagram(ax: Axes | None = None, *, d_model: int = 512, num_heads: 
     ax.text(0, 8.3, "output", ha="center", va="center", fontsize=9)
     ax.set(xlim=(-3.4, 3.4), ylim=(-0.4, 8.7))
     ax.axis("off")
-    ax.set_title(f"Multi-head attention, d = {d_model}, h = {num_heads}, $d_k$ = {d_k}")
+    sizes = "".join(f"{symbol} = {value}, " for symbol, value in (("B", B), ("n", n)) if value != symbol)
+    ax.set_title(f"Multi-head attention for {sizes}d = {d_model}, h = {num_heads}, $d_h = d / h$ = {d_h}\n"
+                 "shapes (B, n, d) and, per head, (B, h, n, $d_h$)", fontsize=10)
     return ax
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_course.attention import scaled_dot_product_attention
-from transformer_course.masking import causal_mask, padding_mask, to_additive_mask, to_boolean_mask
+from transformer_course.masking import causal_mask, future_influence, padding_mask, to_additive_mask, to_boolean_mask
 
 TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 1e-10}}
 PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)
@@ -220,6 +220,83 @@ def test_padding_mask_ignores_padded_keys(lens, n_q, d, additive, seed):
         assert_close(b, a)
 
 
+# --- future_influence ----------------------------------------------------------------------------------
+
+def self_attention(mask_fn):
+    """Self-attention of vectors (B, n, d) with fixed projections; mask_fn(n) gives the mask (or None)."""
+    w_q, w_k, w_v = (randn(4, 4, seed=50 + i) for i in range(3))
+
+    def attend(x):
+        mask = mask_fn(x.shape[-2])
+        return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask)[0]
+    return attend
+
+
+def test_future_influence_of_causal_attention_is_zero_at_every_t():
+    x = randn(2, 7, 4)
+    change = future_influence(self_attention(causal_mask), x, generator=torch.Generator().manual_seed(0))
+    assert change.shape == (6,)
+    assert torch.equal(change, torch.zeros(6))
+
+
+def test_future_influence_of_unmasked_attention_is_positive_at_every_t():
+    x = randn(2, 7, 4)
+    change = future_influence(self_attention(lambda n: None), x, generator=torch.Generator().manual_seed(0))
+    assert change.shape == (6,)
+    assert (change > 1e-3).all()
+
+
+def test_future_influence_catches_a_leak_at_one_position_only():
+    """The test can fail, and where: position 2 reads position 3, so only t = 2 sees the future moved."""
+    def leaks_at_2(x):  # a causal running sum, except that position 2 also reads position 3
+        out = x.cumsum(dim=1)
+        out[:, 2] += x[:, 3]
+        return out
+
+    change = future_influence(leaks_at_2, randn(1, 6, 3))
+    assert (change[2] > 0).item()
+    assert torch.equal(change[[0, 1, 3, 4]], torch.zeros(4))
+
+
+def test_future_influence_on_token_ids_with_another_seq_dim():
+    embedding = randn(10, 4)
+    ids = torch.tensor([[1, 5, 9, 0, 2], [3, 3, 3, 3, 3]]).T  # (n, B): positions on dimension 0
+    causal = self_attention(causal_mask)
+
+    def model(ids):  # (n, B) ids -> (n, B, d) outputs
+        return causal(embedding[ids].transpose(0, 1)).transpose(0, 1)
+
+    assert torch.equal(future_influence(model, ids, seq_dim=0, vocab_size=10), torch.zeros(4))
+    unmasked = self_attention(lambda n: None)
+    leaky = future_influence(lambda i: unmasked(embedding[i].transpose(0, 1)).transpose(0, 1), ids, seq_dim=0,
+                             vocab_size=10)
+    assert (leaky > 0).all()
+
+
+def test_future_influence_replaces_ids_by_other_ids_in_range():
+    seen = []
+
+    def record(ids):
+        seen.append(ids.clone())
+        return ids.float()
+
+    ids = torch.tensor([[1, 2, 3, 0]])
+    future_influence(record, ids, vocab_size=4, generator=torch.Generator().manual_seed(0))
+    for t, edited in enumerate(seen[1:]):
+        assert torch.equal(edited[:, : t + 1], ids[:, : t + 1])
+        assert (edited[:, t + 1:] != ids[:, t + 1:]).all()
+        assert ((edited >= 1) | (edited == ids)).all() and (edited < 4).all()
+
+
+def test_future_influence_uses_replace_and_generator():
+    x = randn(1, 5, 2)
+    identity = future_influence(lambda v: v.cumsum(dim=1), x, replace=lambda future: future + 1)
+    assert torch.equal(identity, torch.zeros(4))
+    leaky = lambda v: v.flip(1).cumsum(dim=1)  # noqa: E731  every position reads every later one
+    first, again = (future_influence(leaky, x, generator=torch.Generator().manual_seed(1)) for _ in range(2))
+    assert torch.equal(first, again)
+
+
 # --- bad input -----------------------------------------------------------------------------------------
 
 BAD_MASKING_INPUTS = {
@@ -247,6 +324,29 @@ BAD_MASKING_INPUTS = {
     "boolean-of-bool-mask": (lambda: to_boolean_mask(causal_mask(2)), TypeError,
                              ("mask", "floating", "torch.bool")),
     "boolean-of-non-tensor": (lambda: to_boolean_mask([0.0]), TypeError, ("mask", "torch.Tensor", "list")),
+    "future-fn-not-callable": (lambda: future_influence("attention", randn(1, 3, 2)), TypeError,
+                               ("fn", "callable", "str 'attention'")),
+    "future-seq_dim-too-large": (lambda: future_influence(abs, randn(1, 3, 2), seq_dim=3), ValueError,
+                                 ("seq_dim", "[-3, 2]", "(1, 3, 2)", "got 3")),
+    "future-seq_dim-float": (lambda: future_influence(abs, randn(1, 3, 2), seq_dim=1.0), TypeError,
+                             ("seq_dim", "integer", "float 1.0")),
+    "future-one-position": (lambda: future_influence(abs, randn(1, 1, 2)), ValueError,
+                            ("x", "at least 2 positions", "seq_dim=1", "(1, 1, 2)")),
+    "future-x-not-a-tensor": (lambda: future_influence(abs, [[1.0, 2.0]]), TypeError, ("x", "torch.Tensor", "list")),
+    "future-ids-without-vocab": (lambda: future_influence(abs, torch.tensor([[1, 2]])), TypeError,
+                                 ("vocab_size", "required", "torch.int64")),
+    "future-ids-out-of-range": (lambda: future_influence(abs, torch.tensor([[1, 7]]), vocab_size=5), ValueError,
+                                ("x", "[0, vocab_size=5)", "from 1 to 7")),
+    "future-vocab-for-floats": (lambda: future_influence(abs, randn(1, 3), vocab_size=5), ValueError,
+                                ("vocab_size", "token ids", "torch.float32")),
+    "future-replace-not-callable": (lambda: future_influence(abs, randn(1, 3), replace=0.0), TypeError,
+                                    ("replace", "callable", "float 0.0")),
+    "future-replace-wrong-shape": (lambda: future_influence(abs, randn(1, 3), replace=lambda f: f[:, :1]),
+                                   ValueError, ("replace", "(1, 2)", "(1, 1)")),
+    "future-output-too-short": (lambda: future_influence(lambda v: v[:, :1], randn(1, 3)), ValueError,
+                                ("fn", "n=3", "seq_dim=1", "(1, 1)")),
+    "future-bad-generator": (lambda: future_influence(abs, randn(1, 3), generator=0), TypeError,
+                             ("generator", "torch.Generator", "int 0")),
 }
 
 

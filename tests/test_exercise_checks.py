@@ -97,3 +97,30 @@ def test_the_cached_cross_attention_of_05_2_is_multi_head_cross_attention():
     for got in (together, tuple(torch.cat(parts, dim=-2) for parts in zip(*steps, strict=True))):
         for e, g in zip(expected, got, strict=True):
             torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_the_cached_stack_step_of_10_3_is_the_last_row_of_the_full_computation():
+    """10.3's reference, stepped token by token from empty caches, gives every row of the stack run on the whole
+    sequence with a causal mask, and caches that hold every layer's keys and values of that run."""
+    import torch
+
+    from transformer_course.checks.lesson10 import _stack_step
+    from transformer_course.masking import causal_mask
+    from transformer_course.multihead import MultiHeadAttention, split_heads
+
+    torch.manual_seed(0)
+    B, n, d, h, L = 2, 6, 12, 3, 3
+    layers = torch.nn.ModuleList(MultiHeadAttention(d, h) for _ in range(L))
+    sequence = torch.randn(B, n, d)
+    with torch.no_grad():
+        x, keys = sequence, []
+        for layer in layers:
+            keys.append(split_heads(layer.W_k(x), h))
+            x = x + layer(x, mask=causal_mask(n))[0]
+        cache_k = cache_v = torch.zeros(L, B, h, 0, d // h)
+        rows = []
+        for t in range(n):
+            out, cache_k, cache_v = _stack_step(sequence[:, t : t + 1], layers, cache_k, cache_v)
+            rows.append(out)
+    torch.testing.assert_close(torch.cat(rows, dim=1), x, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache_k, torch.stack(keys), rtol=1e-5, atol=1e-6)

@@ -92,6 +92,24 @@ def test_lesson_follows_the_template(path):
         assert f"](../exercises/{path.name})" in text, "link to the lesson's exercises"
 
 
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_the_points_stated_are_the_registered_ones(path):
+    """'The three exercises are worth 8 points.' must count the exercises and points that the checks register."""
+    from transformer_course.checks import REGISTRY
+
+    points = [e.points for e in REGISTRY.values() if e.lesson == path.name[:2]]
+    text = " ".join(c.source for c in read(path).cells if c.cell_type == "markdown").replace("\n", " ")
+    stated = re.search(r"The (\w+) exercises are worth (\d+) points( each)?\.", text)
+    assert stated, f"{path.name}: no sentence 'The N exercises are worth P points.'"
+    count, total, each = NUMBERS.get(stated[1]), int(stated[2]), bool(stated[3])
+    assert count == len(points), f"{path.name} says {stated[1]} exercises; the checks register {len(points)}"
+    assert (set(points) == {total}) if each else (total == sum(points)), (
+        f"{path.name} says '{stated[0]}'; the checks register {points} points")
+
+
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_exercises_link_back_to_their_lesson(path):
     text = "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown")

@@ -77,3 +77,71 @@ WRONG_SAMPLE = {
 RIGHT_SAMPLE = {"multinomial": sample, "Gumbel-max": sample_by_gumbel, "sorted top-k": sample_by_sorting}
 
 EXERCISES = {"10.1": (WRONG_STEP, RIGHT_STEP), "10.2": (WRONG_SAMPLE, RIGHT_SAMPLE)}
+
+# --- 10.3 cached_stack_step(x, layers, cache_k, cache_v) ---------------------------------------------
+
+
+def stack_step(x, layers, cache_k, cache_v, mistake=None):
+    keys, values, stream = [], [], x
+    for i, layer in enumerate(layers):
+        source = x if mistake == "stack input" else stream
+        q, k, v = (t.view(len(x), 1, layer.num_heads, -1).transpose(1, 2)  # (B, 1, d) -> (B, h, 1, d_h)
+                   for t in (layer.W_q(stream), layer.W_k(source), layer.W_v(source)))
+        past = 0 if mistake == "first cache" else i
+        k, v = torch.cat([cache_k[past], k], 2), torch.cat([cache_v[past], v], 2)
+        attend_k, attend_v = (cache_k[past], cache_v[past]) if mistake == "not itself" else (k, v)
+        scale = math.sqrt(x.shape[-1] if mistake == "sqrt(d)" else q.shape[-1])
+        out = (torch.softmax(q @ attend_k.mT / scale, -1) @ attend_v).transpose(1, 2).reshape(len(x), 1, -1)
+        out = out if mistake == "no W_o" else layer.W_o(out)
+        stream = out if mistake == "no residual" else stream + out
+        keys.append(k)
+        values.append(v)
+    return stream, torch.stack(keys), torch.stack(values)
+
+
+def stack_step_with_kv_cache(x, layers, cache_k, cache_v):
+    """The package's own cache: fill a KVCache per layer with the given keys and values, then call the layer."""
+    from transformer_course.multihead import KVCache
+
+    keys, values = [], []
+    for layer, past_k, past_v in zip(layers, cache_k, cache_v, strict=True):
+        cache = KVCache()
+        cache.append(past_k, past_v)
+        x = x + layer(x, cache=cache)[0]
+        keys.append(cache.keys)
+        values.append(cache.values)
+    return x, torch.stack(keys), torch.stack(values)
+
+
+def stack_step_with_sdpa(x, layers, cache_k, cache_v):
+    new_k, new_v = [], []
+    for layer, past_k, past_v in zip(layers, cache_k, cache_v, strict=True):
+        q, k, v = (W(x).unflatten(-1, (layer.num_heads, -1)).transpose(-3, -2)
+                   for W in (layer.W_q, layer.W_k, layer.W_v))
+        k, v = torch.cat((past_k, k), dim=-2), torch.cat((past_v, v), dim=-2)
+        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + layer.W_o(heads.transpose(-3, -2).flatten(-2))
+        new_k.append(k)
+        new_v.append(v)
+    return x, torch.stack(new_k), torch.stack(new_v)
+
+
+def stack_step_without_caches(x, layers, cache_k, cache_v):
+    """Returns the old caches: right output, caches not updated."""
+    return stack_step(x, layers, cache_k, cache_v)[0], cache_k, cache_v
+
+
+WRONG_STACK = {
+    "keys from the stack input": (lambda *a: stack_step(*a, mistake="stack input"), "from the stack's input x"),
+    "no residual": (lambda *a: stack_step(*a, mistake="no residual"), "residual connection is missing"),
+    "not itself": (lambda *a: stack_step(*a, mistake="not itself"), "does not attend to itself"),
+    "sqrt(d)": (lambda *a: stack_step(*a, mistake="sqrt(d)"), "divided by sqrt(d), the model's width"),
+    "no W_o": (lambda *a: stack_step(*a, mistake="no W_o"), "not mixed by W_o"),
+    "first layer's cache": (lambda *a: stack_step(*a, mistake="first cache"), "reads the first layer's cache"),
+    "caches not updated": (stack_step_without_caches, "the caches returned are the ones given"),
+    "output only": (lambda *a: stack_step(*a)[0], "expected a tuple"),
+}
+RIGHT_STACK = {"explicit heads": stack_step, "KVCache and the layer": stack_step_with_kv_cache,
+               "F.scaled_dot_product_attention": stack_step_with_sdpa}
+
+EXERCISES["10.3"] = (WRONG_STACK, RIGHT_STACK)

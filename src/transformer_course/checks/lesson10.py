@@ -1,4 +1,5 @@
-"""Checks for lesson 10, generation: one KV-cached attention step, and top-k sampling with a temperature."""
+"""Checks for lesson 10, generation: one KV-cached attention step, top-k sampling with a temperature, and (a stretch)
+one cached step of a stack of multi-head layers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from transformer_course.checks.core import (
     exercise,
     require_callable,
 )
+from transformer_course.masking import causal_mask
+from transformer_course.multihead import MultiHeadAttention, merge_heads, split_heads
 from transformer_course.positional import sinusoidal_encoding
 
 # --- 10.1 one decoding step with a key-value cache ----------------------------------------------------
@@ -145,3 +148,82 @@ def check_top_k_sampling(answer) -> int:
 
 def _fmt(p: torch.Tensor) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in p.tolist()) + "]"
+
+
+
+# --- 10.3 (stretch) one cached step of a stack of multi-head layers ---------------------------------
+
+
+def _stack_cases() -> list[Case]:
+    """Each case runs a random stack on a whole random sequence, the full computation with a causal mask and no
+    cache; the answer gets the last token's input and the keys and values of all the earlier tokens."""
+    g = case_generator(16)
+
+    def case(label, B, n_past, d, h, L, dtype=torch.float32):
+        torch.manual_seed(case_seed(1000 + 100 * L + 10 * h + n_past))
+        layers = nn.ModuleList(MultiHeadAttention(d, h) for _ in range(L)).to(dtype)
+        sequence = torch.randn(B, n_past + 1, d, generator=g, dtype=dtype)  # the new token last
+        keys, values, x = [], [], sequence
+        with torch.no_grad():
+            for layer in layers:
+                keys.append(split_heads(layer.W_k(x), h)[:, :, :n_past])  # (B, h, n_past, d_h): earlier tokens
+                values.append(split_heads(layer.W_v(x), h)[:, :, :n_past])
+                x = x + layer(x, mask=causal_mask(n_past + 1))[0]
+        return Case(label, {"x": sequence[:, -1:], "layers": layers, "cache_k": torch.stack(keys),
+                            "cache_v": torch.stack(values)})
+
+    return [case("3 layers, 2 heads, 4 cached positions", 2, 4, 8, 2, 3),
+            case("2 layers, 4 heads, empty caches (first token)", 2, 0, 8, 4, 2),
+            case("1 layer, 1 head, 5 cached", 1, 5, 6, 1, 1),
+            case("float64, 2 layers, 3 heads, 3 cached", 3, 3, 6, 3, 2, torch.float64)]
+
+
+def _stack_step(x, layers, cache_k, cache_v, *, keys_from="layer input", residual=True, itself=True,
+                scale="head", w_o=True, cache_of="own layer", update=True):
+    """The reference step (every default), and with one argument changed, each classic mistake."""
+    keys, values, stream = [], [], x
+    for i, layer in enumerate(layers):
+        h = layer.num_heads
+        source = x if keys_from == "stack input" else stream
+        q = split_heads(layer.W_q(stream), h)  # (B, h, 1, d_h)
+        k_new, v_new = split_heads(layer.W_k(source), h), split_heads(layer.W_v(source), h)
+        past = 0 if cache_of == "first layer" else i
+        k = torch.cat([cache_k[past], k_new], dim=2)  # (B, h, n_past + 1, d_h)
+        v = torch.cat([cache_v[past], v_new], dim=2)
+        attend_k, attend_v = (k, v) if itself else (cache_k[past], cache_v[past])
+        width = q.shape[-1] if scale == "head" else stream.shape[-1]
+        heads = torch.softmax(q @ attend_k.transpose(-2, -1) / math.sqrt(width), dim=-1) @ attend_v
+        out = layer.W_o(merge_heads(heads)) if w_o else merge_heads(heads)
+        stream = stream + out if residual else out
+        keys.append(k)
+        values.append(v)
+    if not update:
+        return stream, cache_k, cache_v
+    return stream, torch.stack(keys), torch.stack(values)
+
+
+@exercise("10.3", title="Stretch: a cached step through several multi-head layers", points=3)
+def check_cached_stack_step(answer) -> int:
+    with torch.no_grad():
+        return check_function(
+            answer,
+            _stack_step,
+            _stack_cases(),
+            [
+                Mistake("every layer computes the new token's key and value from the stack's input x: layer l "
+                        "reads the output of layer l - 1, and so must its keys and values (and its query).",
+                        lambda *a: _stack_step(*a, keys_from="stack input")),
+                Mistake("the residual connection is missing: each layer adds its attention output to its input, "
+                        "x = x + W_o(...).", lambda *a: _stack_step(*a, residual=False)),
+                Mistake("the new token does not attend to itself: append its key and value to the cache before "
+                        "computing the scores.", lambda *a: _stack_step(*a, itself=False)),
+                Mistake("the scores are divided by sqrt(d), the model's width: each head divides by sqrt(d_h), "
+                        "its own width.", lambda *a: _stack_step(*a, scale="model")),
+                Mistake("the heads are concatenated but not mixed by W_o.", lambda *a: _stack_step(*a, w_o=False)),
+                Mistake("every layer reads the first layer's cache: layer l attends over cache_k[l], cache_v[l].",
+                        lambda *a: _stack_step(*a, cache_of="first layer")),
+                Mistake("the caches returned are the ones given: return them with the new token's keys and values "
+                        "appended, (L, B, h, n_past + 1, d_h).", lambda *a: _stack_step(*a, update=False)),
+            ],
+            names=("output", "cache_k", "cache_v"),
+        )

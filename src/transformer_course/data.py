@@ -47,15 +47,21 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """Characters up to the first ``<eos>``; ``<pad>`` and ``<bos>`` are skipped."""
-        out = []
-        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
-            if not 0 <= i < len(self.itos):
-                raise ValueError(f"ids must lie in [0, {len(self.itos)}) for this vocabulary, got {i}")
-            if i == self.eos_id:
-                break
-            if i not in (self.pad_id, self.bos_id):
-                out.append(self.itos[i])
-        return "".join(out)
+        return "".join(self.itos[i] for i in content_ids(self, ids))
+
+
+def content_ids(tokenizer, ids) -> list[int]:
+    """``ids`` (a list or a 1-D tensor) up to the first ``<eos>``, without ``<pad>`` and ``<bos>``: what a
+    tokenizer's ``decode`` turns into text. Raises ValueError for an id outside the tokenizer's vocabulary."""
+    out = []
+    for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+        if not 0 <= i < len(tokenizer.itos):
+            raise ValueError(f"ids must lie in [0, {len(tokenizer.itos)}) for this vocabulary, got {i}")
+        if i == tokenizer.eos_id:
+            break
+        if i not in (tokenizer.pad_id, tokenizer.bos_id):
+            out.append(i)
+    return out
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

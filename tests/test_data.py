@@ -83,3 +83,42 @@ def test_batcher_wraps_around_and_trims_padding_columns():
     assert batch(1)[0].tolist() == [[4, 5, 6], [1, 2, 0]]  # rows 2 and 0: wrapped around
     with pytest.raises(ValueError, match=r"the same number of rows, got \[3, 2\]"):
         data.batcher(a, a[:2], batch_size=2)
+
+
+def test_number_words_are_what_num2words_writes():
+    assert data.number_examples([342], "de") == [("three hundred and forty-two", "dreihundertzweiundvierzig")]
+    assert data.number_examples([342, 97, 71], "fr") == [("three hundred and forty-two", "trois cent quarante-deux"),
+                                                          ("ninety-seven", "quatre-vingt-dix-sept"),
+                                                          ("seventy-one", "soixante et onze")]
+    assert data.number_words(1234, "en") == "one thousand, two hundred and thirty-four"
+    assert data.number_words(1234, "de") == "eintausendzweihundertvierunddreißig"
+    with pytest.raises(ValueError, match=r"lang must be one of \['de', 'en', 'fr'\], got 'es'"):
+        data.number_words(3, "es")
+    with pytest.raises(ValueError, match="n must be <= 999999, got 1000000"):
+        data.number_words(10**6, "de")
+    with pytest.raises(ValueError, match="high must be <= 999999"):
+        data.number_splits(high=10**6)
+    with pytest.raises(ValueError, match="high must be >= 10, got 9"):
+        data.number_splits(low=10, high=9)
+
+
+def test_number_splits_are_disjoint_deterministic_and_cover_the_range():
+    splits = data.number_splits(low=1, high=2000, seed=0)
+    train, valid, test = map(set, (splits.train, splits.valid, splits.test))
+    assert not (train & valid or train & test or valid & test)
+    assert train | valid | test == set(range(1, 2001)) and len(valid) == len(test) == 100
+    assert splits == data.number_splits(low=1, high=2000, seed=0) != data.number_splits(low=1, high=2000, seed=1)
+    small = data.number_splits(low=5, high=9, valid_fraction=0.2, test_fraction=0.2)
+    assert sorted(small.train + small.valid + small.test) == [5, 6, 7, 8, 9] and len(small.test) == 1
+
+
+@pytest.mark.parametrize("lang", ["de", "fr"])
+def test_number_words_encode_with_the_character_tokenizers(lang):
+    source, target = data.number_tokenizers(lang)
+    numbers = [*range(0, 1200), *range(1200, data.MAX_NUMBER + 1, 997), data.MAX_NUMBER]
+    pairs = data.number_examples(numbers, lang)
+    assert {c for x, _ in pairs for c in x} == set(data.NUMBER_CHARS["en"])  # every character is used
+    assert {c for _, y in pairs for c in y} == set(data.NUMBER_CHARS[lang])
+    src, dec_in, dec_out = data.encode_pairs(pairs[340:345], source, target)
+    assert source.decode(src[2]) == "three hundred and forty-two" and dec_in[:, 0].eq(target.bos_id).all()
+    assert target.decode(dec_out[2]) == data.number_words(342, lang)

@@ -1,9 +1,19 @@
 """KV-cached generation equals generation without the cache; sampling; greedy decoding; errors."""
 
+import itertools
+import math
+
 import pytest
 import torch
 
-from transformer_course.generation import _threads, generate, greedy_decode, sample_next
+from transformer_course.generation import (
+    _threads,
+    beam_search,
+    generate,
+    gnmt_length_penalty,
+    greedy_decode,
+    sample_next,
+)
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM, Seq2SeqConfig, Seq2SeqTransformer
 from transformer_course.multihead import KVCache
 
@@ -169,3 +179,109 @@ def test_decoding_restores_mode_and_threads_after_an_error(monkeypatch):
     with pytest.raises(RuntimeError, match="stop"):
         greedy_decode(translator, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=4)
     assert translator.training
+
+
+# --- beam search -------------------------------------------------------------------------------------
+
+PAD, BOS, EOS, A, B = range(5)
+
+
+class TableModel(Seq2SeqTransformer):
+    """A stub translator whose next-token probabilities are a table indexed by the prefix written so far
+    (the source is ignored); prefixes missing from the table get ``default``. pad and bos are never written."""
+
+    def __init__(self, table, default=(0.0, 0.0, 1 / 3, 1 / 3, 1 / 3)):
+        super().__init__(Seq2SeqConfig(src_vocab_size=5, tgt_vocab_size=5, d_model=4, num_heads=1, d_ff=4,
+                                       max_len=16))
+        self.table, self.default = table, default
+
+    def encode(self, src):
+        return torch.zeros(src.shape[0], src.shape[1], 4)
+
+    def decode(self, tgt, memory, src_mask):
+        probs = torch.tensor([self.table.get(tuple(row[1:].tolist()), self.default) for row in tgt])
+        logits = torch.zeros(*tgt.shape, 5)
+        logits[:, -1] = probs.log()  # only the last position is read
+        return logits
+
+
+def beams(model, **kwargs):
+    return beam_search(model, torch.ones(1, 3, dtype=torch.long), BOS, EOS, max_len=kwargs.pop("max_len", 6),
+                       **kwargs)[0].tolist()
+
+
+def test_beam_size_one_is_greedy_decoding():
+    lengths = []
+    for seed, eos_bias in [(0, 0.5), (2, 0.5), (2, 0.0), (3, 1.0)]:  # rows that stop after 1 .. 12 tokens, or never
+        torch.manual_seed(seed)
+        model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=9, tgt_vocab_size=7, d_model=16, num_heads=2,
+                                                 d_ff=32, max_len=24)).eval()
+        with torch.no_grad():
+            model.head.bias[EOS] += eos_bias
+        src = torch.randint(3, 9, (6, 7), generator=torch.Generator().manual_seed(seed))
+        src[:2, 4:] = model.config.pad_id
+        greedy = greedy_decode(model, src, BOS, EOS, max_len=12)
+        assert torch.equal(beam_search(model, src, BOS, EOS, beam_size=1, max_len=12), greedy)
+        assert torch.equal(beam_search(model, src, BOS, EOS, beam_size=1, max_len=12, length_penalty=0.6), greedy)
+        wide = beam_search(model, src, BOS, EOS, beam_size=4, max_len=12)
+        assert wide.shape[0] == 6 and wide.shape[1] <= 12
+        lengths += [int((row == EOS).nonzero()[0]) + 1 if (row == EOS).any() else None for row in greedy]
+    assert {1, 2, 4, 10, 12, None} <= set(lengths)
+
+
+def test_beam_search_finds_what_greedy_misses():
+    # greedy takes A (0.6), then the best it can do is A <eos> (0.6 * 0.34 = 0.204); B <eos> has 0.4 * 0.9 = 0.36
+    model = TableModel({(): (0, 0, 0, 0.6, 0.4), (A,): (0, 0, 0.34, 0.33, 0.33), (B,): (0, 0, 0.9, 0.05, 0.05)})
+    src = torch.ones(2, 3, dtype=torch.long)
+    assert greedy_decode(model, src, BOS, EOS, max_len=6).tolist() == [[A, EOS]] * 2
+    assert beam_search(model, src, BOS, EOS, beam_size=2, max_len=6).tolist() == [[B, EOS]] * 2
+    assert beams(model, beam_size=1) == [A, EOS]
+
+
+def test_finished_hypotheses_are_kept_not_extended_and_the_length_penalty_favours_longer_ones():
+    # <eos> at once has 0.5; A <eos> has 0.3 * 0.9 = 0.27. After <eos> the table would write A with certainty.
+    model = TableModel({(): (0, 0, 0.5, 0.3, 0.2), (A,): (0, 0, 0.9, 0.05, 0.05), (EOS,): (0, 0, 0, 1, 0)})
+    assert beams(model, beam_size=2) == [EOS]  # extended by the table, it would go on with A (or die at P(<eos>) = 0)
+    # ((5 + 2) / 6) ** 5 = 2.16: log 0.27 / 2.16 = -0.61 beats log 0.5 / 1 = -0.69
+    assert beams(model, beam_size=2, length_penalty=5.0) == [A, EOS]
+    assert gnmt_length_penalty(torch.tensor(1), 5.0) == 1.0
+
+
+def test_beam_search_as_wide_as_every_sequence_is_exhaustive_search():
+    g = torch.Generator().manual_seed(7)
+    table = {}
+    for prefix in itertools.chain.from_iterable(itertools.product((A, B), repeat=n) for n in range(3)):
+        table[prefix] = (0, 0, *torch.softmax(torch.randn(3, generator=g), 0).tolist())
+    model = TableModel(table)
+
+    def log_prob(seq):
+        return sum(math.log(table[tuple(seq[:i])][t]) for i, t in enumerate(seq))
+
+    sequences = [(*p, EOS) for n in range(3) for p in itertools.product((A, B), repeat=n)]
+    sequences += list(itertools.product((A, B), repeat=3))  # unfinished at max_len=3
+    for alpha in (0.0, 0.6, 2.0):
+        best = max(sequences, key=lambda s: log_prob(s) / ((5 + len(s)) / 6) ** alpha)
+        found = beams(model, beam_size=len(sequences) * 5, max_len=3, length_penalty=alpha)
+        assert found[: len(best)] == list(best) and all(t == EOS for t in found[len(best):])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(beam_size=0), ValueError, "beam_size must be >= 1, got 0"),
+        (dict(max_len=0), ValueError, "max_len must be >= 1, got 0"),
+        (dict(length_penalty=-0.5), ValueError, "length_penalty must be >= 0, got -0.5"),
+        (dict(eos_id=7), ValueError, r"eos_id must lie in \[0, 7\) \(the target vocabulary\), got 7"),
+        (dict(bos_id=-1), ValueError, r"bos_id must lie in \[0, 7\)"),
+        (dict(src=torch.ones(5, dtype=torch.long)), ValueError, r"src must have shape \(B, n_enc\), got \(5,\)"),
+        (dict(src=torch.ones(1, 5)), TypeError, "src must hold token ids, got dtype torch.float32"),
+        (dict(model=torch.nn.Linear(2, 2)), TypeError, "model must be a Seq2SeqTransformer, got Linear"),
+    ],
+)
+def test_beam_search_bad_arguments(kwargs, error, match):
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=9, tgt_vocab_size=7, d_model=16, num_heads=2, d_ff=32,
+                                             max_len=24))
+    args = dict(model=model, src=torch.ones(2, 5, dtype=torch.long), bos_id=BOS, eos_id=EOS, beam_size=2, max_len=5)
+    with pytest.raises(error, match=match):
+        beam_search(**{**args, **kwargs})

@@ -4,6 +4,9 @@
 - The **date task** (lesson 09): human-written dates in many formats ("3 March 2021", "Mar 3, 2021",
   "03/03/21", "Wednesday, March 3rd 2021", ...) to ISO dates ("2021-03-03"). The train, validation
   and test splits share no calendar date, so a test date was never seen in any format.
+- The **number-word task** (lesson 12): English number words to German or French, written by ``num2words``
+  ("three hundred and forty-two" -> "dreihundertzweiundvierzig" / "trois cent quarante-deux"). The
+  splits are by number, so a test number was never seen in training in either language.
 - The **sorting task** (lesson 10): a decoder-only model reads ``"73915="`` and continues ``"13579"``.
 - :func:`pad_batch`: lists of ids to a padded ``(B, n)`` tensor and the valid lengths ``(B,)``.
 """
@@ -11,11 +14,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from num2words import num2words
 
 from transformer_course import _validate
 
@@ -42,15 +47,21 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """Characters up to the first ``<eos>``; ``<pad>`` and ``<bos>`` are skipped."""
-        out = []
-        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
-            if not 0 <= i < len(self.itos):
-                raise ValueError(f"ids must lie in [0, {len(self.itos)}) for this vocabulary, got {i}")
-            if i == self.eos_id:
-                break
-            if i not in (self.pad_id, self.bos_id):
-                out.append(self.itos[i])
-        return "".join(out)
+        return "".join(self.itos[i] for i in content_ids(self, ids))
+
+
+def content_ids(tokenizer, ids) -> list[int]:
+    """``ids`` (a list or a 1-D tensor) up to the first ``<eos>``, without ``<pad>`` and ``<bos>``: what a
+    tokenizer's ``decode`` turns into text. Raises ValueError for an id outside the tokenizer's vocabulary."""
+    out = []
+    for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+        if not 0 <= i < len(tokenizer.itos):
+            raise ValueError(f"ids must lie in [0, {len(tokenizer.itos)}) for this vocabulary, got {i}")
+        if i == tokenizer.eos_id:
+            break
+        if i not in (tokenizer.pad_id, tokenizer.bos_id):
+            out.append(i)
+    return out
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,6 +148,77 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], source: CharTokenizer, target
     src, _ = pad_batch([source.encode(x) for x, _ in pairs], source.pad_id)
     tgt, _ = pad_batch([target.encode(y, bos=True, eos=True) for _, y in pairs], target.pad_id)
     return src, tgt[:, :-1], tgt[:, 1:]
+
+
+# --- the number-word task ----------------------------------------------------------------------------
+
+# Every character num2words writes for 0 .. 999 999 in each language (a million brings capitals and spaces
+# into German: "eine Million"). German glues a number into one word: no spaces at all.
+NUMBER_CHARS = {"en": " ,-adefghilnorstuvwxyz", "de": "abcdefghilnrstuvwzßöü", "fr": " -acdefghilmnopqrstuvxzé"}
+MAX_NUMBER = 999_999
+
+
+def _language(lang: str) -> str:
+    if lang not in NUMBER_CHARS:
+        raise ValueError(f"lang must be one of {sorted(NUMBER_CHARS)}, got {lang!r}")
+    return lang
+
+
+@functools.cache  # num2words takes ~0.1 ms a call; a lesson asks for the same numbers again
+def number_words(n: int, lang: str) -> str:
+    """``n`` (0 .. 999 999) in words, as ``num2words`` writes it in ``lang`` ("en", "de" or "fr").
+
+    English uses "and" after hundreds and a comma after thousands, hyphens inside tens: 342 is "three
+    hundred and forty-two", 1234 "one thousand, two hundred and thirty-four", 2001 "two thousand and
+    one". German writes units before tens and glues everything into one word: 342 is
+    "dreihundertzweiundvierzig" (three-hundred-two-and-forty), 1234 "eintausendzweihundertvierunddreißig".
+    French counts in twenties from 70 to 99 and joins tens with hyphens or "et": 342 is "trois cent
+    quarante-deux", 97 "quatre-vingt-dix-sept" (four-twenty-ten-seven), 71 "soixante et onze", 80
+    "quatre-vingts" but 200 "deux cents" and 201 "deux cent un".
+    """
+    n = _validate.integer("n", n, minimum=0)
+    if n > MAX_NUMBER:
+        raise ValueError(f"n must be <= {MAX_NUMBER}, got {n}")
+    _language(lang)
+    return num2words(n, lang=lang)
+
+
+@dataclass(frozen=True)
+class NumberSplits:
+    """Disjoint integers for training, validation and testing."""
+
+    train: tuple[int, ...]
+    valid: tuple[int, ...]
+    test: tuple[int, ...]
+
+
+def number_splits(low: int = 1, high: int = 9_999, seed: int = 0, valid_fraction: float = 0.05,
+                  test_fraction: float = 0.05) -> NumberSplits:
+    """Shuffle the integers ``low .. high`` (both included) and cut them into three disjoint splits."""
+    low = _validate.integer("low", low, minimum=0)
+    high = _validate.integer("high", high, minimum=low)
+    if high > MAX_NUMBER:
+        raise ValueError(f"high must be <= {MAX_NUMBER}, got {high}")
+    numbers = list(range(low, high + 1))
+    random.Random(seed).shuffle(numbers)
+    n_valid, n_test = int(len(numbers) * valid_fraction), int(len(numbers) * test_fraction)
+    return NumberSplits(tuple(numbers[n_valid + n_test :]), tuple(numbers[:n_valid]),
+                        tuple(numbers[n_valid : n_valid + n_test]))
+
+
+def number_examples(numbers: Sequence[int], lang: str = "de") -> list[tuple[str, str]]:
+    """One pair (English words, words in ``lang``) per number, in the order given:
+    ``number_examples([342], "de")`` is ``[("three hundred and forty-two", "dreihundertzweiundvierzig")]``.
+
+    Lengths in characters for 1 .. 9 999 (min / mean / max): English 3 / 38.3 / 47, German 3 / 32.1 / 42,
+    French 2 / 30.4 / 46; for 1 .. 999 999: English 3 / 60.3 / 73, German 4 / 50.9 / 65, French 2 / 48.5 / 71.
+    """
+    return [(number_words(n, "en"), number_words(n, lang)) for n in numbers]
+
+
+def number_tokenizers(lang: str = "de") -> tuple[CharTokenizer, CharTokenizer]:
+    """Character tokenizers for the number-word task: English source, ``lang`` target (``NUMBER_CHARS``)."""
+    return CharTokenizer(NUMBER_CHARS["en"]), CharTokenizer(NUMBER_CHARS[_language(lang)])
 
 
 # --- the sorting task --------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Turning a trained model's logits into text: greedy decoding, temperature and top-k sampling, KV caching.
+"""Turning a trained model's logits into text: greedy decoding, beam search, temperature and top-k sampling,
+KV caching.
 
 Shapes: batch B, prompt length n, vocabulary |V|. ``logits`` are the model's unnormalised scores
 ``(B, |V|)`` for the next token.
@@ -120,6 +121,76 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos
             if finished.all():
                 break
     return out[:, 1:]
+
+
+def gnmt_length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT's length penalty ``((5 + |Y|) / 6) ** alpha`` (Wu et al., 2016): 1 for one token, growing with ``|Y|``.
+
+    Beam search ranks a hypothesis by ``log P(Y) / gnmt_length_penalty(|Y|, alpha)``. Every token lowers
+    ``log P(Y)``, so with ``alpha = 0`` (no penalty) short hypotheses are favoured; larger ``alpha`` favours
+    longer ones.
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_id: int, beam_size: int,
+                max_len: int, length_penalty: float = 0.0) -> torch.Tensor:
+    """Translate each row of ``src`` ``(B, n_enc)`` with beam search; returns ids ``(B, m)`` as :func:`greedy_decode`.
+
+    Each source keeps the ``beam_size`` best hypotheses. A step extends every unfinished one by every
+    token (``beam_size * |V|`` candidates, scored by their summed log-probabilities) and keeps the
+    ``beam_size`` best candidates, ranked by ``log P(Y) / gnmt_length_penalty(|Y|, length_penalty)``.
+    A hypothesis that wrote ``<eos>`` is finished: it is not extended, keeps its score and its length
+    (``|Y|`` counts the ``<eos>``) and competes for a place in the beam with the new candidates. The
+    search stops when every hypothesis is finished or after ``max_len`` tokens, and returns the best of
+    the beam without the leading ``<bos>``, rows padded with ``eos_id``. ``beam_size=1`` is greedy
+    decoding. One source: ``beam_search(model, src[None], ...)[0]``.
+    """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
+    _validate.integers("src", src, "token ids")
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (B, n_enc), got {tuple(src.shape)}")
+    vocab = model.config.tgt_vocab_size
+    for name, token in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if not 0 <= _validate.integer(name, token) < vocab:
+            raise ValueError(f"{name} must lie in [0, {vocab}) (the target vocabulary), got {token}")
+    beam_size = _validate.integer("beam_size", beam_size, minimum=1)
+    max_len = _validate.integer("max_len", max_len, minimum=1)
+    alpha = _validate.real("length_penalty", length_penalty)
+    if alpha < 0:
+        raise ValueError(f"length_penalty must be >= 0, got {alpha}")
+
+    B, K, device = src.shape[0], beam_size, src.device
+    rows = torch.arange(B, device=device)[:, None]  # (B, 1), to pick beams per source
+    tokens = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (B, K, 1 + t)
+    scores = torch.full((B, K), float("-inf"), device=device)  # (B, K): log P of each hypothesis
+    scores[:, 0] = 0.0  # one live hypothesis at the start, not K copies of <bos>
+    lengths = torch.zeros(B, K, dtype=torch.long, device=device)  # (B, K): tokens written, <eos> included
+    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
+    only_eos = torch.full((vocab,), float("-inf"), device=device)
+    only_eos[eos_id] = 0.0  # a finished hypothesis "extends" by <eos> at no cost: it stays as it is
+    with _evaluating(model):
+        memory, src_mask = model.encode(src), model.source_mask(src)  # the source is encoded once
+        memory, src_mask = memory.repeat_interleave(K, 0), src_mask.repeat_interleave(K, 0)  # (B*K, ...)
+        for step in range(max_len):
+            logits = model.decode(tokens.view(B * K, -1), memory, src_mask)[:, -1]  # (B*K, |V|)
+            log_probs = torch.where(finished[..., None], only_eos, logits.log_softmax(-1).view(B, K, vocab))
+            candidates = scores[..., None] + log_probs  # (B, K, |V|)
+            new_lengths = torch.where(finished, lengths, step + 1)[..., None].expand(B, K, vocab)
+            ranking = candidates / gnmt_length_penalty(new_lengths, alpha)  # (B, K, |V|)
+            best = ranking.view(B, K * vocab).topk(K, dim=-1).indices  # (B, K)
+            beam, token = best // vocab, best % vocab
+            tokens = torch.cat([tokens[rows, beam], token[..., None]], dim=-1)
+            scores = candidates.view(B, -1).gather(1, best)
+            lengths = new_lengths.reshape(B, -1).gather(1, best)
+            finished = finished[rows, beam] | (token == eos_id)
+            if finished.all():
+                break
+    choice = (scores / gnmt_length_penalty(lengths, alpha)).argmax(-1)  # (B,)
+    out = tokens[rows[:, 0], choice, 1:]  # (B, steps); a finished row continues with <eos>
+    return out[:, : int(lengths[rows[:, 0], choice].max())]
 
 
 def translate(model: Seq2SeqTransformer, texts: list[str], source, target, max_len: int = 16) -> list[str]:

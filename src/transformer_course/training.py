@@ -1,14 +1,19 @@
 """A small, deterministic training loop for the lessons, with a progress bar and a history to plot.
 
 :func:`train` takes a model, a function that returns the loss of one batch, and a function that draws
-batch ``i``; it runs AdamW (weight decay on matrices only) with linear warm-up then cosine decay, clips the
-gradient norm, evaluates every ``eval_every`` steps, and stops at ``max_steps``, at a target metric, or at a
-time budget. Lessons train for a fixed number of steps: a run that stops as soon as a metric first crosses a
-target stops at a different step on another machine (the benchmarks use ``target`` to time a recipe).
+batch ``i``; it runs AdamW (weight decay on matrices only) with linear warm-up then cosine decay (or another
+schedule, such as the 2017 paper's :func:`noam_schedule`), clips the gradient norm, evaluates every
+``eval_every`` steps, and stops at ``max_steps``, at a target metric, or at a time budget. Lessons train for a
+fixed number of steps: a run that stops as soon as a metric first crosses a target stops at a different step
+on another machine (the benchmarks use ``target`` to time a recipe).
+
+The losses: :func:`masked_cross_entropy` ignores padding; :func:`label_smoothed_cross_entropy` also
+smooths the targets, as the 2017 paper did (epsilon = 0.1).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -21,11 +26,8 @@ from torch import nn
 from transformer_course import _validate
 
 
-def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    """Mean cross-entropy over the non-padding targets: logits ``(B, n, |V|)``, targets ``(B, n)``.
-
-    ``F.cross_entropy`` wants the classes on axis 1, hence the flattening to ``(B*n, |V|)``.
-    """
+def _scores_and_classes(logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """Require logits ``(B, n, |V|)`` and class ids ``(B, n)`` (torch.long) that agree in ``(B, n)``."""
     _validate.tensor("logits", logits, min_dim=3, floating=True)
     _validate.tensor("targets", targets, min_dim=2)
     if targets.dtype != torch.long:
@@ -33,7 +35,37 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: in
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits (B, n, |V|) and targets (B, n) disagree: {tuple(logits.shape)} and "
                          f"{tuple(targets.shape)}")
+
+
+def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """Mean cross-entropy over the non-padding targets: logits ``(B, n, |V|)``, targets ``(B, n)``.
+
+    ``F.cross_entropy`` wants the classes on axis 1, hence the flattening to ``(B*n, |V|)``.
+    """
+    _scores_and_classes(logits, targets)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id)
+
+
+def label_smoothed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, epsilon: float,
+                                 ignore_index: int = 0) -> torch.Tensor:
+    """Cross-entropy against smoothed targets, averaged over the targets that are not ``ignore_index``.
+
+    logits ``(B, n, |V|)``, targets ``(B, n)``. The target distribution puts ``1 - epsilon`` on the right
+    class and spreads ``epsilon`` evenly over all ``|V|`` classes (the right one included), so the loss is
+    ``(1 - epsilon) * (-log p[y]) + epsilon * mean_v(-log p[v])``. The same number as
+    ``F.cross_entropy(logits.reshape(-1, |V|), targets.reshape(-1), label_smoothing=epsilon,
+    ignore_index=ignore_index)``, written out. The default ``ignore_index`` is the course's ``<pad>`` id 0
+    (``F.cross_entropy``'s is -100): padding positions get neither the true-class nor the smoothing term.
+    """
+    _scores_and_classes(logits, targets)
+    epsilon = _validate.real("epsilon", epsilon)
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+    log_probs = logits.log_softmax(-1)  # (B, n, |V|)
+    keep = targets != ignore_index  # (B, n)
+    true_class = -log_probs.gather(-1, targets.masked_fill(~keep, 0)[..., None]).squeeze(-1)  # (B, n)
+    uniform = -log_probs.mean(-1)  # (B, n): cross-entropy against the uniform distribution over |V|
+    return ((1 - epsilon) * true_class + epsilon * uniform)[keep].mean()
 
 
 def exact_match(predictions: list[str], references: list[str]) -> float:
@@ -49,6 +81,27 @@ def warmup_cosine(step: int, warmup_steps: int, max_steps: int, floor: float = 0
         return (step + 1) / warmup_steps
     progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def noam(step: int, d_model: int, warmup_steps: int) -> float:
+    """The learning rate of the 2017 paper ("Noam"): ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
+
+    ``step`` counts from 1. It rises linearly for ``warmup_steps`` steps, peaks at ``step = warmup_steps``
+    at ``(d_model * warmup_steps)^-0.5``, then decays as ``1 / sqrt(step)``: at ``4 * warmup_steps`` it is
+    half the peak. The paper used d_model = 512 and 4000 warm-up steps: a peak of 7.0e-4.
+    """
+    step = _validate.integer("step", step, minimum=1)
+    d_model = _validate.integer("d_model", d_model, minimum=1)
+    warmup_steps = _validate.integer("warmup_steps", warmup_steps, minimum=1)
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def noam_schedule(d_model: int, warmup_steps: int) -> Callable[[int], float]:
+    """:func:`noam` as a ``schedule`` for :func:`train`: step ``i`` (from 0, as ``batch(i)``) is the paper's
+    step ``i + 1``. With ``train(..., lr=1.0)`` the learning rates are the paper's; ``lr`` scales them."""
+    d_model = _validate.integer("d_model", d_model, minimum=1)
+    warmup_steps = _validate.integer("warmup_steps", warmup_steps, minimum=1)
+    return lambda i: noam(i + 1, d_model, warmup_steps)
 
 
 @dataclass
@@ -111,6 +164,7 @@ def train(
     max_steps: int,
     lr: float = 3e-3,
     warmup_steps: int = 50,
+    schedule: Callable[[int], float] | None = None,
     weight_decay: float = 0.01,
     clip_norm: float = 1.0,
     evaluate: Callable[[nn.Module], dict] | None = None,
@@ -125,6 +179,8 @@ def train(
     Args:
         batch: ``batch(i)`` returns the i-th batch (a tuple of tensors, first dimension B).
         loss_of: ``loss_of(model, batch)`` returns the scalar loss.
+        schedule: ``schedule(i)`` is the factor multiplying ``lr`` at step ``i`` (from 0); by default
+            ``warmup_cosine(i, warmup_steps, max_steps)``. ``noam_schedule(d_model, warmup)`` is the paper's.
         evaluate: called every ``eval_every`` steps and at the end, in eval mode; returns metrics.
         target: ``("accuracy", 0.99)`` stops as soon as an evaluation reaches it.
         time_budget: seconds after which training stops (a safety net; results then depend on speed).
@@ -134,7 +190,11 @@ def train(
     torch.manual_seed(seed)
     # foreach: one kernel per operation for all parameters (bit-identical to the per-parameter loop, faster)
     optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, foreach=True)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup_steps, max_steps))
+    if schedule is None:
+        schedule = functools.partial(warmup_cosine, warmup_steps=warmup_steps, max_steps=max_steps)
+    elif not callable(schedule):
+        raise TypeError(f"schedule must be a function of the step, got {_validate.describe(schedule)}")
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     history, start = History(), time.perf_counter()
     bar, finish_bar = _progress_bar(max_steps, progress)
 
@@ -156,7 +216,7 @@ def train(
         if clip_norm:
             nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         optimizer.step()
-        schedule.step()
+        scheduler.step()
         history.steps.append(step)
         history.losses.append(loss.item())
         history.learning_rates.append(optimizer.param_groups[0]["lr"])

@@ -97,6 +97,20 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
     return tokens
 
 
+def _seq2seq_inputs(model, src, bos_id: int, eos_id: int, max_len: int) -> int:
+    """Validate the arguments shared by :func:`greedy_decode` and :func:`beam_search`; returns ``max_len``."""
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
+    _validate.integers("src", src, "token ids")
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (B, n_enc), got {tuple(src.shape)}")
+    vocab = model.config.tgt_vocab_size
+    for name, token in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if not 0 <= _validate.integer(name, token) < vocab:
+            raise ValueError(f"{name} must lie in [0, {vocab}) (the target vocabulary), got {token}")
+    return _validate.integer("max_len", max_len, minimum=1)
+
+
 @torch.no_grad()
 def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_id: int,
                   max_len: int) -> torch.Tensor:
@@ -106,9 +120,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos
     padded with ``eos_id``). The attention weights behind a translation: run the model once over ``<bos>``
     and the ids it wrote inside :func:`~transformer_course.multihead.attention_weights`.
     """
-    if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
-    max_len = _validate.integer("max_len", max_len, minimum=1)
+    max_len = _seq2seq_inputs(model, src, bos_id, eos_id, max_len)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1), then (B, 1 + m)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     with _evaluating(model):
@@ -147,17 +159,9 @@ def beam_search(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_i
     the beam without the leading ``<bos>``, rows padded with ``eos_id``. ``beam_size=1`` is greedy
     decoding. One source: ``beam_search(model, src[None], ...)[0]``.
     """
-    if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
-    _validate.integers("src", src, "token ids")
-    if src.dim() != 2:
-        raise ValueError(f"src must have shape (B, n_enc), got {tuple(src.shape)}")
-    vocab = model.config.tgt_vocab_size
-    for name, token in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if not 0 <= _validate.integer(name, token) < vocab:
-            raise ValueError(f"{name} must lie in [0, {vocab}) (the target vocabulary), got {token}")
+    max_len = _seq2seq_inputs(model, src, bos_id, eos_id, max_len)
     beam_size = _validate.integer("beam_size", beam_size, minimum=1)
-    max_len = _validate.integer("max_len", max_len, minimum=1)
+    vocab = model.config.tgt_vocab_size
     alpha = _validate.real("length_penalty", length_penalty)
     if alpha < 0:
         raise ValueError(f"length_penalty must be >= 0, got {alpha}")

@@ -78,6 +78,5 @@ def train_bpe(texts: Sequence[str], vocab_size: int) -> BPETokenizer:
 def first_merges(tokenizer: BPETokenizer, n: int = 20) -> list[tuple[str, str]]:
     """The first ``n`` merges learned, in order: ``[("n", "d"), ("u", "nd"), ...]`` (each pair becomes one token)."""
     n = _validate.integer("n", n, minimum=0)
-    merges = json.loads(tokenizer.tokenizer.to_str())["model"]["merges"]
-    # tokenizers >= 0.20 stores a merge as a pair, older releases as one string "a b"
-    return [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges[:n]]
+    merges = json.loads(tokenizer.tokenizer.to_str())["model"]["merges"]  # pairs [a, b] (tokenizers >= 0.20)
+    return [tuple(m) for m in merges[:n]]

@@ -278,10 +278,14 @@ def test_beam_search_as_wide_as_every_sequence_is_exhaustive_search():
         (dict(model=torch.nn.Linear(2, 2)), TypeError, "model must be a Seq2SeqTransformer, got Linear"),
     ],
 )
-def test_beam_search_bad_arguments(kwargs, error, match):
+def test_beam_search_and_greedy_decode_bad_arguments(kwargs, error, match):
+    """The same errors from greedy_decode, for the arguments it shares with beam_search (one check serves both)."""
     torch.manual_seed(0)
     model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=9, tgt_vocab_size=7, d_model=16, num_heads=2, d_ff=32,
                                              max_len=24))
-    args = dict(model=model, src=torch.ones(2, 5, dtype=torch.long), bos_id=BOS, eos_id=EOS, beam_size=2, max_len=5)
+    args = dict(model=model, src=torch.ones(2, 5, dtype=torch.long), bos_id=BOS, eos_id=EOS, max_len=5)
     with pytest.raises(error, match=match):
-        beam_search(**{**args, **kwargs})
+        beam_search(**{**args, "beam_size": 2, **kwargs})
+    if not {"beam_size", "length_penalty"} & kwargs.keys():
+        with pytest.raises(error, match=match):
+            greedy_decode(**{**args, **kwargs})

@@ -85,6 +85,18 @@ def test_batcher_wraps_around_and_trims_padding_columns():
         data.batcher(a, a[:2], batch_size=2)
 
 
+def test_decoder_input_and_target_of_unequal_rows_stay_aligned_in_batches():
+    tok = data.number_tokenizers("de")[1]
+    pairs = [("x", "zwei"), ("x", "zweiundzwanzig"), ("x", "eins")]
+    src, dec_in, dec_tgt = data.encode_pairs(pairs, data.number_tokenizers("de")[0], tok)
+    assert torch.equal(dec_in != 0, dec_tgt != 0)  # no <eos> left in a short row's input
+    assert dec_in[0, : len("zwei") + 1].tolist() == [tok.bos_id, *tok.encode("zwei")]
+    batch = data.batcher(src, dec_in, dec_tgt, batch_size=2)
+    for i in range(3):  # batches without the longest row are cut shorter, the input and its target alike
+        _, batch_in, batch_tgt = batch(i)
+        assert batch_in.shape == batch_tgt.shape and batch_in.shape[1] in (5, 15)
+
+
 def test_number_words_are_what_num2words_writes():
     assert data.number_examples([342], "de") == [("three hundred and forty-two", "dreihundertzweiundvierzig")]
     assert data.number_examples([342, 97, 71], "fr") == [("three hundred and forty-two", "trois cent quarante-deux"),

@@ -45,7 +45,9 @@ def test_encode_pairs_works_with_bpe_and_shortens_the_sequences(german):
     pairs = data.number_examples([342, 7001], "de")
     src, dec_in, dec_out = data.encode_pairs(pairs, source, target)
     assert source.decode(src[0]) == "three hundred and forty-two" and target.decode(dec_out[1]) == "siebentausendeins"
-    assert dec_in[0, 0] == target.bos_id and torch.equal(dec_in[:, 1:], dec_out[:, :-1])
+    # the input is the target shifted right by one, <bos> first, with <eos> left out
+    assert dec_in[0, 0] == target.bos_id
+    assert torch.equal(dec_in[:, 1:], dec_out[:, :-1].masked_fill(dec_out[:, :-1] == target.eos_id, 0))
     assert target.tokens("dreihundertzweiundvierzig") == ["▁drei", "hundert", "zwei", "undvierzig"]
     assert sum(len(target.encode(t)) for t in texts) < sum(map(len, texts)) / 5
 

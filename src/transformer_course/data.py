@@ -143,11 +143,14 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], source: CharTokenizer, target
     """Pairs of strings -> (src ``(B, n_enc)``, decoder input ``(B, n_dec)``, decoder target ``(B, n_dec)``).
 
     Teacher forcing: the decoder reads ``<bos> y_1 .. y_m`` and must predict ``y_1 .. y_m <eos>``, the
-    same sequence shifted left by one. Padding is ``<pad>`` = 0 everywhere.
+    same sequence shifted left by one. Padding is ``<pad>`` = 0 everywhere, and each row of the input has
+    exactly as many tokens as the same row of the target (the input never holds ``<eos>``).
     """
     src, _ = pad_batch([source.encode(x) for x, _ in pairs], source.pad_id)
-    tgt, _ = pad_batch([target.encode(y, bos=True, eos=True) for _, y in pairs], target.pad_id)
-    return src, tgt[:, :-1], tgt[:, 1:]
+    tgt = [target.encode(y, bos=True, eos=True) for _, y in pairs]
+    dec_in, _ = pad_batch([ids[:-1] for ids in tgt], target.pad_id)
+    dec_tgt, _ = pad_batch([ids[1:] for ids in tgt], target.pad_id)
+    return src, dec_in, dec_tgt
 
 
 # --- the number-word task ----------------------------------------------------------------------------

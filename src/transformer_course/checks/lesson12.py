@@ -359,7 +359,7 @@ def _describe_score(case: Case, tokens: list[int]) -> str:
     <eos>), else ''."""
     model, bos_id, eos_id, _, max_len, alpha = case.args.values()
     if (not tokens or len(tokens) > max_len or any(not 0 <= t < model.vocab_size for t in tokens)
-            or eos_id in tokens[:-1] or (tokens[-1] != eos_id and len(tokens) < max_len)):
+            or bos_id in tokens or eos_id in tokens[:-1] or (tokens[-1] != eos_id and len(tokens) < max_len)):
         return ""
     log_p = sum(model([bos_id, *tokens[:t]])[tokens[t]].item() for t in range(len(tokens)))
     return f" (log P = {log_p:.3f}, score {log_p / _penalty(len(tokens), alpha):.3f})"

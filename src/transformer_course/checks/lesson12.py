@@ -184,7 +184,7 @@ class ScriptedModel:
     """A stand-in for a trained decoder: ``next_log_probs(prefix)``, the log-probabilities of the next token.
 
     ``prefix`` is a hypothesis so far, a list of token ids that starts with ``bos_id``. The answer is a float32
-    tensor ``(|V|,)`` of log-probabilities (they sum to 1 once exponentiated). They are made up from a hash of the
+    tensor ``(|V|,)`` of log-probabilities (their exponentials sum to 1). They are made up from a hash of the
     prefix, the same on every machine; ``<eos>`` grows likelier as the prefix grows, and ``<bos>`` is (almost)
     never predicted. The checks' cases were chosen, among many such models, so that every classic mistake of beam
     search returns a hypothesis different from the right one, by margins far above rounding.

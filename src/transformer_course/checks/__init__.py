@@ -16,6 +16,7 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson09,
     lesson10,
     lesson11,
+    lesson12,
 )
 from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
 

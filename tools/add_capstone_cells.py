@@ -79,6 +79,8 @@ config = Seq2SeqConfig(len(src_tok), len(tgt_tok), d_model=64, num_heads=4, d_ff
                        num_decoder_layers=2, max_len=64, norm_first=True)
 batches = data.batcher(*data.encode_pairs(train_pairs, src_tok, tgt_tok), batch_size=64)
 
+# Your code: a model, a loss, train(...) for a fixed number of steps, then `translator = model`.
+# evaluate_translator(model, valid_pairs) measures what the check will measure, on the validation pairs.
 # BEGIN SOLUTION
 def loss_of(model, batch):
     src, dec_in, dec_tgt = batch
@@ -97,7 +99,10 @@ translator = model
 # END SOLUTION"""
 
 STEPS = 300
-CHECK = 'check("12.4", translator)'
+# The check prints the scores it measured, which differ a little from machine to machine. A check cell carries no
+# tags (the grader counts an nbval tag on a check cell as tampering), so nbval is told in the source, which the
+# grader restores from the release like the rest of the cell.
+CHECK = '# NBVAL_IGNORE_OUTPUT\ncheck("12.4", translator)'
 PACKAGE_RULE = "not with the package `transformer_course`"
 EXCEPTION = " The capstone, 12.4, is the exception: build it from the package's parts or from your own."
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
@@ -105,12 +110,12 @@ COUNT = re.compile(r"The (\w+) exercises are worth (\d+) points( each)?\.")
 
 
 def capstone_cells() -> list:
-    ignore = {"tags": ["nbval-ignore-output"]}  # a training run's timings and scores differ from machine to machine
+    ignore = {"tags": ["nbval-ignore-output"]}  # a training run's times and scores differ from machine to machine
     return [
         nbformat.v4.new_markdown_cell(TASK, id="ex4-task"),
         nbformat.v4.new_code_cell(SETUP, id="ex4-setup"),
         nbformat.v4.new_code_cell(ANSWER.replace("STEPS", str(STEPS)), id="ex4-answer", metadata=ignore),
-        nbformat.v4.new_code_cell(CHECK, id="ex4-check", metadata=ignore),
+        nbformat.v4.new_code_cell(CHECK, id="ex4-check"),
     ]
 
 

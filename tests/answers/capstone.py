@@ -56,6 +56,7 @@ class TorchTransformer(nn.Module):
         self.src_positions = nn.Parameter(torch.randn(64, d) * 0.1)
         self.register_buffer("tgt_positions", sinusoidal_encoding(64, d))
         self.transformer = nn.Transformer(d, heads, layers, layers, 4 * d, dropout=0.0, batch_first=True)
+        self.transformer.encoder.use_nested_tensor = False  # its prototype fast path only warns here
         self.head = nn.Linear(d, N_TGT)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:

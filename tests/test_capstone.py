@@ -4,7 +4,9 @@ credit, in the learner's kernel and in the grader's re-check outside it."""
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 
 import pytest
 import torch
@@ -54,6 +56,14 @@ def test_the_library_is_switched_off_only_while_the_model_translates():
                      lambda: data.number_words(42, "de"), lambda: data.number_examples([42])):
             with pytest.raises(RuntimeError, match=capstone.SWITCHED_OFF):
                 call()
+        saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "num2words"}
+        try:  # nor can it be imported afresh
+            for name in saved:
+                del sys.modules[name]
+            with pytest.raises(ImportError, match=capstone.SWITCHED_OFF):
+                importlib.import_module("num2words")
+        finally:
+            sys.modules.update(saved)
     # ... and gets nothing from the check, which names the mistake; the library works again afterwards.
     with pytest.raises(CheckFailed, match="looks the translation up"):
         check("12.4", LookUp())

@@ -119,17 +119,27 @@ def capstone_cells() -> list:
     ]
 
 
-def _update_prose(nb) -> None:
+def _update_prose(nb, had_capstone: bool) -> None:
+    """The count of exercises and points from the registry; where some of the notebook's exercises are not
+    registered in this checkout, the sentence's own numbers plus the capstone's (unless it was there already)."""
     from transformer_course.authoring import CHECK_CALL
     from transformer_course.checks import REGISTRY
+    from transformer_course.checks.capstone import POINTS
 
     ids = [m for c in nb.cells if c.cell_type == "code" for m in CHECK_CALL.findall(c.source)]
-    points = sum(REGISTRY[i].points for i in ids if i in REGISTRY)
+    unknown = [i for i in ids if i not in REGISTRY]
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        if COUNT.search(cell.source):
-            cell.source = COUNT.sub(f"The {NUMBER_WORDS.get(len(ids), len(ids))} exercises are worth {points} points.",
+        if (found := COUNT.search(cell.source)) and not found[3]:
+            if unknown:
+                print(f"note: {', '.join(unknown)} not registered here: the count of exercises and points is the "
+                      "notebook's own plus the capstone's", file=sys.stderr)
+                words = {v: k for k, v in NUMBER_WORDS.items()}
+                count, points = words.get(found[1], 0) + (not had_capstone), int(found[2]) + POINTS * (not had_capstone)
+            else:
+                count, points = len(ids), sum(REGISTRY[i].points for i in ids)
+            cell.source = COUNT.sub(f"The {NUMBER_WORDS.get(count, count)} exercises are worth {points} points.",
                                     cell.source)
         if PACKAGE_RULE in cell.source and EXCEPTION not in cell.source:
             sentence_end = cell.source.index(".", cell.source.index(PACKAGE_RULE)) + 1
@@ -138,12 +148,13 @@ def _update_prose(nb) -> None:
 
 def add_capstone_cells(path: str | Path) -> None:
     nb = nbformat.read(path, as_version=4)
+    had_capstone = any(c.get("id") in IDS for c in nb.cells)
     nb.cells = [c for c in nb.cells if c.get("id") not in IDS]
     where = next((i for i, c in enumerate(nb.cells) if c.get("id") == "next"), None)
     if where is None:
         raise SystemExit(f"error: {path} has no cell with id 'next' to insert the capstone before")
     nb.cells[where:where] = capstone_cells()
-    _update_prose(nb)
+    _update_prose(nb, had_capstone)
     nbformat.write(nb, path)
 
 

@@ -78,7 +78,7 @@ def outcome(ex: Exercise, result) -> Score:
 
 
 def points_line(score: Score, max_points: int) -> str:
-    """ "3/4 points: exact match 91.2% (..), chrF 98.1" """
+    """A score as the learner and the gradebook read it: "3/4 points: exact match 91.2% (..), chrF 98.1"."""
     return f"{score.points}/{max_points} points: {score.summary}"
 
 

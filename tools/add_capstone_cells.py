@@ -36,7 +36,8 @@ $(B, n_\text{enc})$ (English characters, padded with `<pad>` = 0) and the decode
 $(B, n_\text{dec})$ (starting with `<bos>` = 1) and returns the logits $(B, n_\text{dec}, |V|)$ over `tgt_tok`'s 64
 tokens. Build it from the package's parts, from your own answers to earlier exercises, or from PyTorch's
 `nn.Transformer`, at the size you choose: the check only calls `forward`. It decodes greedily with the package's
-`greedy_decode`, up to 24 tokens, and a translation ends at its first `<eos>` = 2.
+`greedy_decode`, up to 24 tokens, and a translation ends at its first `<eos>` = 2. The English sources have up to 47
+characters and the German targets up to 12 tokens (13 with `<eos>`): mind your model's `max_len`.
 
 | exact match on the held-out numbers | points |
 | --- | --- |

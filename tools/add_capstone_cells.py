@@ -57,8 +57,7 @@ of 64 pairs. The answer cell below starts from that model.
 course's number-word generator are switched off, and the grader flags code that uses them for a human to read (a
 model trained on the test split, say). Train on `train_pairs` (and `valid_pairs`, if you like) only."""
 
-SETUP = """# The capstone's data and parts (read-only). The tokenizers are the check's own.
-import torch
+SETUP = """# The capstone's data and parts (read-only; torch comes from the setup cell). The tokenizers are the check's.
 from torch import nn
 
 from transformer_course import data

@@ -3,6 +3,8 @@
 The answers live in ``tests/answers/lessonNN.py``: for each exercise id, a table of wrong answers
 (name -> (function, the hint its rejection must contain)) and a table of correct alternatives
 (name -> function), written differently from the solution (einsum, loops, modules, float64 ...).
+An answer that takes seconds to build (a trained model) is a ``tests.answers.Deferred``: built once, when a
+test first needs it, and its tests are marked slow.
 """
 
 import importlib
@@ -11,19 +13,30 @@ import pkgutil
 import pytest
 
 import tests.answers
+from tests.answers import Deferred
 from transformer_course.checks import REGISTRY, CheckFailed, check, core
 
 TABLES = {}
 for module_info in pkgutil.iter_modules(tests.answers.__path__):
     TABLES.update(importlib.import_module(f"tests.answers.{module_info.name}").EXERCISES)
 
+
+
+def _marks(answer) -> list:
+    return [pytest.mark.slow] if isinstance(answer, Deferred) and answer.slow else []
+
+
+def _built(answer):
+    return answer.build() if isinstance(answer, Deferred) else answer
+
+
 WRONG = [
-    pytest.param(ex, answer, hint, id=f"{ex}-{name}")
+    pytest.param(ex, answer, hint, id=f"{ex}-{name}", marks=_marks(answer))
     for ex, (wrong, _) in sorted(TABLES.items())
     for name, (answer, hint) in wrong.items()
 ]
 RIGHT = [
-    pytest.param(ex, answer, id=f"{ex}-{name}")
+    pytest.param(ex, answer, id=f"{ex}-{name}", marks=_marks(answer))
     for ex, (_, right) in sorted(TABLES.items())
     for name, answer in right.items()
 ]
@@ -38,6 +51,7 @@ def cases_seed(request, monkeypatch):
 
 @pytest.mark.parametrize("exercise_id, answer, hint", WRONG)
 def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases_seed):
+    answer = _built(answer)
     with pytest.raises(CheckFailed) as failure:
         check(exercise_id, answer)
     assert hint in str(failure.value), str(failure.value)
@@ -46,7 +60,7 @@ def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases
 
 @pytest.mark.parametrize("exercise_id, answer", RIGHT)
 def test_correct_alternative_is_accepted(exercise_id, answer, capsys, cases_seed):
-    check(exercise_id, answer)
+    check(exercise_id, _built(answer))
     assert "public checks passed" in capsys.readouterr().out
 
 

@@ -18,6 +18,7 @@ from transformer_course.checks import CheckFailed
 from transformer_course.cli import main
 from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
 from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, load_release, prepare, strip_markers
+from transformer_course.grading.replay import Confirmation
 from transformer_course.grading.report import COLUMNS, Row, read_csv
 
 
@@ -392,3 +393,112 @@ def test_a_student_named_index_does_not_replace_the_summary_page(tmp_path):
     assert sorted(p.name for p in written) == ["Index-2.html", "index-3.html", "index.html"]
     assert "<h1>Grades</h1>" in (tmp_path / "index.html").read_text()
 
+
+
+# --- partial credit: checkers that grade by bands (core.Score) ------------------------------------------------
+
+
+@pytest.fixture
+def banded_exercise(monkeypatch):
+    """A registered exercise worth 2 points, graded by bands on what the learner's function returns (0 .. 1)."""
+    from transformer_course.checks import REGISTRY
+    from transformer_course.checks.core import Case, Exercise, Score, call_answer
+
+    def checker(answer):
+        value = call_answer(answer, Case("the value", {}))
+        if type(value) is not float:
+            raise CheckFailed(f"expected a float, got {type(value).__name__}")
+        return Score(2 if value >= 0.9 else 1 if value >= 0.5 else 0, f"measured {value:.2f}", 1)
+
+    monkeypatch.setitem(REGISTRY, "99.2", Exercise("99.2", "Banded", 2, checker))
+    return "99.2"
+
+
+def test_part_of_the_points_is_printed_in_the_kernel_and_re_scored_outside_it(tmp_path, monkeypatch, capsys,
+                                                                               banded_exercise):
+    found = graded_check(tmp_path, monkeypatch, lambda: 0.7, "99.2")
+    assert capsys.readouterr().out == "\u25d1 99.2 Banded: 1/2 points: measured 0.70\n"  # no CheckFailed
+    assert found == Confirmation("partial", "1/2 points: measured 0.70", 1, 1)
+    found = graded_check(tmp_path, monkeypatch, lambda: 0.95, "99.2")
+    assert "public checks passed (2/2 points: measured 0.95)" in capsys.readouterr().out
+    assert found == Confirmation("passed", "2/2 points: measured 0.95", 1, 2)
+    (tmp_path / "99.2.pt").unlink()
+    with pytest.raises(CheckFailed, match=r"^99.2 Banded: 0/2 points: measured 0.20$"):  # no points: a failure
+        graded_check(tmp_path, monkeypatch, lambda: 0.2, "99.2")
+    assert not (tmp_path / "99.2.pt").exists()
+
+
+def test_the_points_come_from_the_re_check_not_from_the_kernel(tmp_path, monkeypatch, banded_exercise):
+    from transformer_course.grading.replay import confirm
+
+    graded_check(tmp_path, monkeypatch, lambda: 0.95, "99.2")
+    record = torch.load(tmp_path / "99.2.pt", weights_only=True)
+    for forged, expected in ((0.6, ("partial", 1)), (0.1, ("failed", None))):
+        torch.save({**record, "calls": [("value", forged, record["calls"][0][2])]}, tmp_path / "99.2.pt")
+        found = confirm("99.2", tmp_path / "99.2.pt")
+        assert (found.verdict, found.points) == expected, found
+
+
+def test_a_partial_row_has_its_points_status_and_measured_result():
+    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.prepare import CheckCell, Prepared, Release
+    from transformer_course.grading.report import summary
+    from transformer_course.grading.verdict import unit_rows
+
+    release = Release("12_x.ipynb", None, [CheckCell("a-check", "12.4", "Capstone", 4),
+                                           CheckCell("b-check", "12.5", "Other", 2)])
+    partial = Confirmation("partial", "3/4 points: exact 91%", 300, 3)
+    run = RunResult(cells={"a-check": CellRecord("ok", confirm=partial),
+                           "b-check": CellRecord("ok", confirm=Confirmation("passed", "", 5))})
+    prepared = Prepared(None, {"a-check": "12.4", "b-check": "12.5"}, review=["imports num2words"])
+    rows = unit_rows("amy", release, prepared, run, Limits())
+    assert [(r.points, r.max_points, r.status, r.message) for r in rows] == [
+        (3, 4, "partial", "3/4 points: exact 91% [review the code: it imports num2words]"),
+        (2, 2, "passed", "all 5 cases passed [review the code: it imports num2words]"),
+    ]
+    table = summary(rows)
+    assert "partial" in table.splitlines()[0] and "5/6 points in all" in table
+
+
+def test_the_capstone_is_re_scored_outside_the_kernel_from_the_ids_its_model_wrote(tmp_path, monkeypatch):
+    """A table of answers, filled before the check, stands in for a trained model (fast, and no library call while
+    the check translates): the record holds the token ids; the re-check decodes and scores them itself."""
+    from tests.answers.capstone import LookUp
+    from transformer_course.checks import capstone
+    from transformer_course.grading.replay import confirm
+
+    numbers = capstone.held_out_numbers()
+    right = {n: capstone._german(n) for n in numbers}
+    wrong = set(numbers[::4])  # a quarter of the translations wrong: exact match 75%
+
+    found = graded_check(tmp_path, monkeypatch, LookUp(right.__getitem__), "12.4")
+    assert (found.verdict, found.points) == ("passed", 4)
+    assert found.message == "4/4 points: exact match 100.0% (300 of 300 held-out numbers), chrF 100.0"
+    record = torch.load(tmp_path / "12.4.pt", weights_only=True)
+    (kind, ids, rng), = record["calls"]
+    assert kind == "value" and ids.dtype == torch.long and ids.shape[0] == capstone.SAMPLE
+
+    found = graded_check(tmp_path, monkeypatch, LookUp(lambda n: "eins" if n in wrong else right[n]), "12.4")
+    assert (found.verdict, found.points) == ("partial", 2) and found.message.startswith("2/4 points: exact match 75.")
+    forged = ids.clone()
+    forged[:, 0] = 5  # what the kernel recorded decides, not what it printed
+    torch.save({**record, "calls": [("value", forged, rng)]}, tmp_path / "12.4.pt")
+    assert confirm("12.4", tmp_path / "12.4.pt").verdict in ("partial", "failed")
+    torch.save({**record, "calls": [("value", ids.float(), rng)]}, tmp_path / "12.4.pt")
+    found = confirm("12.4", tmp_path / "12.4.pt")
+    assert found.verdict == "failed" and "the translations recorded are malformed" in found.message
+
+
+def test_review_notes_flag_the_number_word_generator():
+    from transformer_course.grading.prepare import review_notes
+
+    flagged = "uses the number-word generator behind the capstone's answers"
+    assert review_notes(["from num2words import num2words"]) == [f"{flagged} (num2words)"]
+    assert review_notes(["import num2words.lang_DE as de"]) == [f"{flagged} (num2words)"]
+    assert review_notes(["pairs = data.number_examples(data.number_splits().test)"]) == [
+        f"{flagged} (number_examples, number_splits)"]
+    assert review_notes(["f = getattr(data, 'number_words')"]) == [f"{flagged} (number_words)"]
+    # The capstone's solution: the read-only setup cell imported the package's parts; the answer uses them.
+    answer = ("model = Seq2SeqTransformer(config)\nhistory = train(model, batches, loss_of, max_steps=300)\n"
+              "scores = evaluate_translator(model, valid_pairs)\ntranslator = model")
+    assert review_notes([answer]) == []

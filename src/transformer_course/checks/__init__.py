@@ -5,6 +5,7 @@ package registers all of them in :data:`REGISTRY`, keyed by exercise id.
 """
 
 from transformer_course.checks import (  # noqa: F401  (importing a lesson module registers its exercises)
+    capstone,
     lesson01,
     lesson02,
     lesson03,

@@ -3,6 +3,8 @@
 An exercise is a function registered with :func:`exercise` that receives the learner's answer and
 either returns the number of cases it passed or raises :class:`CheckFailed` with a short, specific
 message: which case failed, expected vs got, and the name of the mistake when one is recognised.
+An exercise graded by what the answer achieves (the capstone's translator) returns a :class:`Score`
+instead: the points earned, by bands, and the measured result.
 
 Most exercises ask for a function. :func:`check_function` runs the learner's function and the
 reference on the same inputs (:class:`Case`), compares the results (:func:`compare`) and, on a
@@ -52,6 +54,34 @@ class Exercise:
 REGISTRY: dict[str, Exercise] = {}
 
 
+@dataclass(frozen=True)
+class Score:
+    """What a checker returns when it grades by what an answer achieves rather than pass or fail.
+
+    ``points``: earned, from 0 to the exercise's points; ``summary``: the measured result in words
+    ("exact match 91.2% (..), chrF 98.1; 4 points need exact match >= 95%"); ``cases``: how many inputs it
+    rests on. A checker returning an int (the cases passed) earns all the points. The learner's ``check`` and
+    the grader's re-check outside the kernel both read a checker's result with :func:`outcome`.
+    """
+
+    points: int
+    summary: str
+    cases: int = 0
+
+
+def outcome(ex: Exercise, result) -> Score:
+    """A checker's return value as a Score: an int (cases passed) earns all the exercise's points; a Score's
+    points are kept within 0 .. the exercise's points."""
+    if isinstance(result, Score):
+        return Score(max(0, min(int(result.points), ex.points)), str(result.summary), int(result.cases))
+    return Score(ex.points, "", int(result) if isinstance(result, int) and not isinstance(result, bool) else 0)
+
+
+def points_line(score: Score, max_points: int) -> str:
+    """A score as the learner and the gradebook read it: "3/4 points: exact match 91.2% (..), chrF 98.1"."""
+    return f"{score.points}/{max_points} points: {score.summary}"
+
+
 def exercise(id: str, title: str, points: int) -> Callable:
     """Register the decorated function as the checker of exercise ``id`` (e.g. ``"02.1"``)."""
 
@@ -72,10 +102,18 @@ def check(exercise_id: str, answer) -> None:
         raise CheckFailed(f"unknown exercise id {exercise_id!r}; known ids: {known}")
     ex = REGISTRY[exercise_id]
     try:
-        n_cases = ex.checker(answer)
+        result = ex.checker(answer)
     except CheckFailed as failure:
         raise CheckFailed(f"{ex.id} {ex.title}: {failure.message}", mistake=failure.mistake) from None
-    print(f"\u2714 {ex.id} {ex.title}: public checks passed ({n_cases} cases).")
+    score = outcome(ex, result)
+    if not isinstance(result, Score):
+        print(f"\u2714 {ex.id} {ex.title}: public checks passed ({score.cases} cases).")
+    elif score.points == 0:
+        raise CheckFailed(f"{ex.id} {ex.title}: {points_line(score, ex.points)}")
+    elif score.points == ex.points:
+        print(f"\u2714 {ex.id} {ex.title}: public checks passed ({points_line(score, ex.points)}).")
+    else:  # part of the points: not a pass, not an error either
+        print(f"\u25d1 {ex.id} {ex.title}: {points_line(score, ex.points)}")
 
 
 # --- inputs ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 
 import nbformat
@@ -276,16 +277,25 @@ _MACHINERY = {
     "tb_frame", "gi_frame", "cr_frame", "get_referrers", "get_referents", "get_objects", "currentframe",
 }
 _MODULES = {"builtins", "ctypes", "importlib", "gc", "inspect"}
+# What writes the capstone's answers (lesson 12): the library and the course's functions around it. The check
+# switches them off while the learner's model translates; code that uses them at all deserves a look (a model
+# trained on the held-out numbers, a translation looked up before the check).
+_NUMBER_WORDS = {"num2words", "number_words", "number_examples", "number_splits", "CONVERTER_CLASSES"}
+# CPython 3.11's ast.parse is not thread-safe ("SystemError: AST constructor recursion depth mismatch" when two of
+# the grader's threads parse at once, CPython issue 106905): one parse at a time.
+_PARSE = threading.Lock()
 
 
 def review_notes(sources: list[str]) -> list[str]:
     """What the learner's own code does that a grader should look at: it uses the course package (whose
-    reference implementations pass every check), redefines ``check``, or reaches into the machinery
-    that runs checks and shows their results. Best effort, by reading the code: never a verdict."""
-    package, checking, machinery, redefined = set(), set(), set(), False
+    reference implementations pass every check), redefines ``check``, reaches into the machinery
+    that runs checks and shows their results, or uses what writes the capstone's answers (``num2words``, the
+    course's number-word generator). Best effort, by reading the code: never a verdict."""
+    package, checking, machinery, generator, redefined = set(), set(), set(), set(), False
     for source in sources:
         try:
-            tree = ast.parse(source)
+            with _PARSE:
+                tree = ast.parse(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -297,11 +307,17 @@ def review_notes(sources: list[str]) -> list[str]:
                     continue  # the setup cell's own import, repeated
                 for name in names:
                     top = name.split(".")
+                    if top[0] == "num2words":
+                        generator.add("num2words")
                     if top[0] == "transformer_course":
                         (checking if top[1:2] in (["checks"], ["grading"]) else package).add(name)
                     elif top[0] in _MODULES:
                         machinery.add(top[0])
                 redefined |= any((a.asname or a.name) == "check" for a in node.names)
+                generator |= {a.name for a in node.names} & _NUMBER_WORDS
+            elif isinstance(node, ast.Attribute | ast.Name) and (node.attr if isinstance(node, ast.Attribute)
+                                                                  else node.id) in _NUMBER_WORDS:
+                generator.add(node.attr if isinstance(node, ast.Attribute) else node.id)
             elif isinstance(node, ast.Attribute):
                 if node.attr in _MACHINERY:
                     machinery.add(node.attr)
@@ -315,6 +331,8 @@ def review_notes(sources: list[str]) -> list[str]:
                 machinery.add("the grader's environment")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _MACHINERY:
                 machinery.add(node.value)  # reached by name: getattr(f, "__globals__")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _NUMBER_WORDS:
+                generator.add(node.value)  # reached by name: importlib.import_module("num2words")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "get_ipython"):
                 machinery.add(node.id)
     notes = []
@@ -326,4 +344,6 @@ def review_notes(sources: list[str]) -> list[str]:
         notes.append("redefines check")
     if machinery:
         notes.append(f"uses {', '.join(sorted(machinery))}")
+    if generator:
+        notes.append(f"uses the number-word generator behind the capstone's answers ({', '.join(sorted(generator))})")
     return notes

@@ -11,6 +11,9 @@ Checkers may draw cases from torch's global generator: the kernel and the replay
 the learner's code left behind. A module check is replayed on a stand-in module built from the recorded
 parameter names and shapes (``checks.modules``). Checkers that call the learner's answer other than through
 ``core.call_answer`` cannot be replayed; for them the kernel's verdict stands ("unconfirmed").
+
+A checker that grades by bands returns a ``core.Score``: the points come from this re-check alone (the kernel
+only prints them), "partial" when they are fewer than the exercise's.
 """
 
 from __future__ import annotations
@@ -27,16 +30,18 @@ from transformer_course.grading.kernel import OPAQUE, SEED
 MAX_RECORD_BYTES = 64 * 2**20
 
 
-# "unconfirmed": the checker cannot be replayed, the kernel's verdict stands; "no_record" / "bad_record": the
-# kernel saved no record, or one that cannot be read.
-Verdict = Literal["passed", "failed", "unconfirmed", "no_record", "bad_record"]
+# "partial": a checker that grades by bands (``core.Score``) gave part of the points; "unconfirmed": the checker
+# cannot be replayed, the kernel's verdict stands; "no_record" / "bad_record": the kernel saved no record, or one
+# that cannot be read.
+Verdict = Literal["passed", "partial", "failed", "unconfirmed", "no_record", "bad_record"]
 
 
 @dataclass(frozen=True)
 class Confirmation:
     verdict: Verdict
-    message: str = ""
+    message: str = ""  # why it failed; for a checker that returns a Score, "3/4 points: <what was measured>"
     cases: int = 0
+    points: int | None = None  # for a checker that returns a Score: the points the re-check gave
 
 
 class _NotReplayable(BaseException):
@@ -134,7 +139,7 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
     previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed
     torch.manual_seed(core.case_seed(SEED))
     try:
-        cases = ex.checker(recorded_answer)
+        result = ex.checker(recorded_answer)
     except _NotReplayable:
         return Confirmation("unconfirmed")
     except CheckFailed as failure:
@@ -146,4 +151,10 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
         torch.set_rng_state(state)
     if next(pending, None) is not None:
         return Confirmation("failed", "the kernel recorded more results than the check asks for")
-    return Confirmation("passed", cases=int(cases) if isinstance(cases, int) else 0)
+    score = core.outcome(ex, result)  # as the kernel's check read it
+    if not isinstance(result, core.Score):
+        return Confirmation("passed", cases=score.cases)
+    line = core.points_line(score, ex.points)
+    if score.points == 0:
+        return Confirmation("failed", line)
+    return Confirmation("passed" if score.points == ex.points else "partial", line, score.cases, score.points)

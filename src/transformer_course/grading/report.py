@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 # What each status means: see grading/verdict.py.
-Status = Literal["passed", "failed", "error", "timeout", "missing", "tampered"]
+Status = Literal["passed", "partial", "failed", "error", "timeout", "missing", "tampered"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 
@@ -168,7 +168,8 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; co
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid #ddd; padding: .4em .6em; text-align: left; vertical-align: top; }
 pre { white-space: pre-wrap; margin: 0; font-size: .9em; }
-.passed { color: #11702b; } .failed, .error, .timeout, .missing { color: #a3120e; } .tampered { color: #8a4b00; }
+.passed { color: #11702b; } .partial { color: #7a5c00; }
+.failed, .error, .timeout, .missing { color: #a3120e; } .tampered { color: #8a4b00; }
 .status { font-weight: bold; }
 """
 

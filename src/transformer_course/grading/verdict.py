@@ -4,6 +4,8 @@ The status of an exercise comes from its *released* check cell only, found by ce
 
 - ``passed``: the execute reply was ``ok`` and the results the check recorded pass the check again
   outside the kernel (or, for a checker that cannot be replayed, the kernel's verdict);
+- ``partial``: an exercise graded by bands (the capstone): the recorded results, scored again outside the
+  kernel, earn some of the points but not all; the message gives the points and what was measured;
 - ``failed``: the check raised ``CheckFailed`` (the message is the check's feedback);
 - ``error``: the check could not reach a verdict: another exception (e.g. ``NameError`` because the
   answer cell failed), the kernel died, or the notebook could not be read;
@@ -93,7 +95,9 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         verdict = cell.confirm.verdict if cell.confirm else None
         detail = clean(cell.confirm.message) if cell.confirm else ""
         if verdict == "passed":
-            return "passed", f"all {cell.confirm.cases} cases passed"
+            return "passed", detail or f"all {cell.confirm.cases} cases passed"
+        if verdict == "partial":
+            return "partial", detail
         if verdict == "unconfirmed":
             return "passed", ("passed (the kernel's verdict) [review the code: this check could not be re-run "
                               "outside the kernel]")
@@ -119,6 +123,15 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
     return "error", f"the check cell could not be run ({clean(cell.evalue)})"
 
 
+def _earned(run: RunResult, cell_id: str, max_points: int) -> int:
+    """The points of a check that passed or earned part of its points: those of the re-check outside the kernel
+    for a checker that grades by bands, else all of them."""
+    confirm = run.cells[cell_id].confirm
+    if confirm is None or confirm.points is None:
+        return max_points
+    return max(0, min(confirm.points, max_points))
+
+
 def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[Row]:
     if run.package_changes:
         shown = "; ".join(run.package_changes[:5]) + ("; ..." if len(run.package_changes) > 5 else "")
@@ -128,7 +141,7 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
     rows = []
     for check in release.checks:
         status, message = _verdict(prepared, run, limits, check.cell_id, f"{check.exercise} {check.title}")
-        points = check.points if status == "passed" else 0
+        points = _earned(run, check.cell_id, check.points) if status in ("passed", "partial") else 0
         changes = prepared.tampered.get(check.exercise)
         if changes:
             message = f"{'; '.join(changes)}. The released check was restored and run: {status}: {message}"

@@ -1,0 +1,362 @@
+"""The capstone of lesson 12 (exercise 12.4): the learner's own English -> German number-word translator, graded
+by what it achieves on numbers it never saw.
+
+The learner gets the training pairs (and the validation pairs, to watch their own progress) and the two
+tokenizers from :func:`capstone_task`, builds a model of their choice, trains it in the notebook, and hands in the
+trained ``nn.Module``: ``model(src, tgt)`` maps source ids ``(B, n_enc)`` (English characters) and decoder input
+ids ``(B, n_dec)`` (German BPE tokens, starting with ``<bos>``) to logits ``(B, n_dec, |V|)``.
+
+The check translates :data:`SAMPLE` numbers of the *test* split (drawn with ``core.case_seed``, so the grader's
+``--cases-seed`` draws another sample) with the package's own :func:`~transformer_course.generation.greedy_decode`,
+and scores the translations against ``num2words``: exact match and chrF (``sacrebleu``). The points come in bands
+(:data:`BANDS`): full marks need exact match >= 95%.
+
+Re-checked outside the kernel: the learner's model is called once, through ``core.call_answer``, by a function
+that decodes the held-out sources inside the kernel and returns the token ids; the grader records those ids and
+scores them again in its own process (``grading/replay.py``), against references it computes itself.
+
+Not a lookup: while the model translates, ``num2words`` and the course's number-word generator raise
+(:func:`library_switched_off`), so a "translator" whose forward reads the English and calls the library fails
+with a message that says so (and the grader flags code that imports them: ``grading/prepare.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from transformer_course import _validate, data
+from transformer_course.checks.core import Case, CheckFailed, Score, call_answer, case_seed, exercise
+from transformer_course.generation import greedy_decode
+from transformer_course.models import Seq2SeqTransformer
+from transformer_course.tokenization import BPETokenizer, train_bpe
+
+LANG = "de"
+TARGET_VOCAB = 64  # BPE tokens of the German targets, as in lesson 12
+SAMPLE = 300  # held-out numbers translated per check
+MAX_TOKENS = 24  # decoding stops here; the longest German number up to 9 999 is 12 tokens
+SAMPLE_SEED = 1204
+POINTS = 4
+BOS_ID, EOS_ID = 1, 2  # of both tokenizers (data.CharTokenizer, tokenization.BPETokenizer)
+# (points, metric, threshold), best first: the first band an answer reaches gives its points.
+BANDS = ((4, "exact match", 0.95), (3, "exact match", 0.80), (2, "exact match", 0.50), (1, "chrF", 80.0))
+
+
+# --- the task's data --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CapstoneTask:
+    """What the learner trains on: English -> German pairs and the two tokenizers (the check uses the same)."""
+
+    train_pairs: list[tuple[str, str]]  # 9 001 numbers
+    valid_pairs: list[tuple[str, str]]  # 499 other numbers, to watch progress; the check uses neither split
+    src_tok: data.CharTokenizer  # English characters
+    tgt_tok: BPETokenizer  # German BPE, TARGET_VOCAB tokens, trained on the training targets
+
+
+@functools.cache
+def _splits() -> data.NumberSplits:
+    return data.number_splits()
+
+
+def _target_tokenizer() -> BPETokenizer:
+    return train_bpe([german for _, german in data.number_examples(_splits().train, LANG)], TARGET_VOCAB)
+
+
+def capstone_task() -> CapstoneTask:
+    """The training and validation pairs and the tokenizers of the capstone (fresh objects on every call)."""
+    splits = _splits()
+    train = data.number_examples(splits.train, LANG)
+    return CapstoneTask(train, data.number_examples(splits.valid, LANG), data.number_tokenizers(LANG)[0],
+                        train_bpe([german for _, german in train], TARGET_VOCAB))
+
+
+@functools.cache
+def _tokenizers() -> tuple[data.CharTokenizer, BPETokenizer]:
+    """The check's own tokenizers, built once per process (never the objects handed to the learner)."""
+    return data.number_tokenizers(LANG)[0], _target_tokenizer()
+
+
+def held_out_numbers() -> list[int]:
+    """The numbers the check translates: SAMPLE numbers of the test split (never in the learner's pairs)."""
+    return sorted(random.Random(case_seed(SAMPLE_SEED)).sample(sorted(_splits().test), SAMPLE))
+
+
+def _german(n: int) -> str:
+    """The reference translation, from num2words itself (uncached: the kernel's number-word cache never holds it)."""
+    return data.number_words.__wrapped__(n, LANG)
+
+
+# --- the library, switched off while the learner's model translates -----------------------------------------
+
+SWITCHED_OFF = "num2words and the course's number-word generator are switched off while the check translates"
+
+
+def _raise_switched_off(*args, **kwargs):
+    raise RuntimeError("num2words and the course's number-word generator are switched off while the check translates")
+
+
+class _WithClassCell:
+    def switched_off(*args, **kwargs):  # a method that uses super() has a __class__ cell: this code has one too
+        __class__  # noqa: B018
+        raise RuntimeError("num2words and the course's number-word generator are switched off while the check "
+                           "translates")
+
+
+_REPLACEMENTS = {(): _raise_switched_off.__code__, ("__class__",): _WithClassCell.switched_off.__code__}
+
+
+def _generator_functions() -> list[types.FunctionType]:
+    """Every function of num2words (module functions and methods) and the course's number-word functions."""
+    found = [data.number_words.__wrapped__, data.number_examples]
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "num2words" or name.startswith("num2words.")):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, types.FunctionType) and value.__module__ == name:
+                found.append(value)
+            elif isinstance(value, type) and value.__module__ == name:
+                for attribute in vars(value).values():
+                    if isinstance(attribute, staticmethod | classmethod):
+                        attribute = attribute.__func__
+                    if isinstance(attribute, types.FunctionType):
+                        found.append(attribute)
+    return list(dict.fromkeys(found))
+
+
+class _RefuseImport:
+    """A meta path finder that refuses to import num2words afresh (after ``del sys.modules[...]``, or a reload)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "num2words" or name.startswith("num2words."):
+            raise ImportError(SWITCHED_OFF)
+        return None
+
+
+@contextlib.contextmanager
+def library_switched_off() -> Iterator[None]:
+    """Inside the block, every function of num2words and :func:`data.number_words` / :func:`data.number_examples`
+    raises RuntimeError(SWITCHED_OFF), however it is reached (a module attribute, a name bound earlier, a
+    converter object), num2words cannot be imported afresh, and the number-word cache is empty. Everything is
+    restored on leaving the block. Best effort against code that sets out to get round it (which the grader's
+    review notes flag): it stops a model that simply calls the library."""
+    swapped = []
+    refuse = _RefuseImport()
+    try:
+        sys.meta_path.insert(0, refuse)
+        data.number_words.cache_clear()
+        for function in _generator_functions():
+            replacement = _REPLACEMENTS.get(function.__code__.co_freevars)
+            if replacement is not None:
+                swapped.append((function, function.__code__))
+                function.__code__ = replacement
+        yield
+    finally:
+        for function, code in reversed(swapped):
+            function.__code__ = code
+        if refuse in sys.meta_path:
+            sys.meta_path.remove(refuse)
+
+
+def _called_the_library(error: BaseException | None) -> bool:
+    seen = 0
+    while error is not None and seen < 20:
+        if SWITCHED_OFF in str(error):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
+# --- decoding the learner's model with the package's greedy_decode -----------------------------------------
+
+
+class _BadLogits(Exception):
+    def __init__(self, message: str, mistake: str | None = None):
+        super().__init__(message)
+        self.message, self.mistake = message, mistake
+
+
+def _logits_problem(logits, batch: int, n_dec: int, vocab: int) -> _BadLogits | None:
+    expected = f"(B, n_dec, |V|) = ({batch}, {n_dec}, {vocab})"
+    if type(logits) not in (torch.Tensor, nn.Parameter):
+        return _BadLogits(f"model(src, tgt) must return the logits as a tensor {expected}, got {type(logits).__name__}")
+    shape = tuple(logits.shape)
+    if shape != (batch, n_dec, vocab):
+        mistake = None
+        if shape == (n_dec, batch, vocab):
+            mistake = "the logits are sequence-first (n_dec, B, |V|): return them batch-first, (B, n_dec, |V|)."
+        elif shape == (batch, vocab):
+            mistake = "only the last position's logits are returned: return one row of scores per decoder position."
+        elif len(shape) == 3 and shape[:2] == (batch, n_dec):
+            mistake = (f"the output head scores {shape[2]} classes: it must score the {vocab} tokens of the German "
+                       "vocabulary, len(tgt_tok) (not the source vocabulary).")
+        return _BadLogits(f"model(src, tgt) returned logits of shape {shape}, expected {expected}: one score per "
+                          f"target token (|V| = len(tgt_tok) = {vocab}) at each decoder position", mistake)
+    if not logits.is_floating_point():
+        return _BadLogits(f"model(src, tgt) returned logits of dtype {logits.dtype}, expected floating point")
+    if torch.isnan(logits).any():
+        return _BadLogits(
+            f"model(src, tgt) returned NaN logits ({int(torch.isnan(logits).sum())} of {logits.numel()} values)",
+            "the training diverged (a NaN loss): lower the learning rate, keep gradient clipping, and check that "
+            "no -inf reaches a softmax row that masks every position.")
+    return None
+
+
+class _ForwardDecoder(Seq2SeqTransformer):
+    """Any ``model(src, tgt) -> logits`` behind the interface that :func:`greedy_decode` drives: the "memory" is
+    the source itself, and every step runs the whole model on the source and the tokens written so far.
+
+    Only ``encode``, ``source_mask``, ``decode`` and ``config.tgt_vocab_size`` are used by greedy_decode; the
+    model's own layers are those of the learner's module (Seq2SeqTransformer.__init__ is not run)."""
+
+    def __init__(self, model: nn.Module, vocab: int):
+        nn.Module.__init__(self)
+        self.model = model
+        self.config = types.SimpleNamespace(tgt_vocab_size=vocab)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        return src
+
+    def source_mask(self, src: torch.Tensor) -> None:
+        return None
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: None) -> torch.Tensor:
+        logits = self.model(memory, tgt)
+        problem = _logits_problem(logits, tgt.shape[0], tgt.shape[1], self.config.tgt_vocab_size)
+        if problem is not None:
+            raise problem
+        return logits
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    return torch.device("cpu")
+
+
+def translator_ids(model, src: torch.Tensor, vocab: int, *, switch_off_library: bool = True) -> torch.Tensor:
+    """``greedy_decode`` of ``model`` on ``src`` ``(B, n_enc)``: the generated ids ``(B, m)``, m <= MAX_TOKENS,
+    rows that ended padded with ``<eos>``. Raises CheckFailed for a missing model, bad logits or a model that
+    called the number-word library."""
+    if model is None:
+        raise CheckFailed("translator is not implemented yet: build and train your model in the answer cell and "
+                          "leave it in `translator` (it is still None).")
+    if not isinstance(model, nn.Module):
+        raise CheckFailed(f"translator must be your trained model, an nn.Module whose forward(src, tgt) returns "
+                          f"logits (B, n_dec, |V|); got {type(model).__name__}")
+    modes = {module: module.training for module in model.modules()}
+    blocked = library_switched_off() if switch_off_library else contextlib.nullcontext()
+    try:
+        with blocked:
+            ids = greedy_decode(_ForwardDecoder(model, vocab), src.to(_device_of(model)), BOS_ID, EOS_ID, MAX_TOKENS)
+    except _BadLogits as bad:
+        raise CheckFailed(bad.message, mistake=bad.mistake) from None
+    except Exception as error:
+        if _called_the_library(error):
+            raise CheckFailed(
+                "your model called num2words (or the course's number-word generator) while translating; both are "
+                "switched off during the check.",
+                mistake="the answer looks the translation up instead of computing it: a translator must write the "
+                "German with its own trained weights.") from None
+        raise
+    finally:
+        for module, mode in modes.items():
+            module.training = mode
+    return ids.detach().to("cpu")
+
+
+# --- scoring ----------------------------------------------------------------------------------------------
+
+
+def chrf(hypotheses: list[str], references: list[str]) -> float:
+    """Corpus chrF (sacrebleu's defaults: character 6-grams, beta = 2), 0 .. 100."""
+    from sacrebleu.metrics import CHRF
+
+    return float(CHRF().corpus_score(hypotheses, [references]).score)
+
+
+def evaluate_translator(model: nn.Module, pairs: list[tuple[str, str]]) -> dict[str, float]:
+    """Exact match (0 .. 1) and chrF (0 .. 100) of ``model`` on (English, German) ``pairs``, decoded greedily as
+    the check does: ``evaluate_translator(translator, valid_pairs)``."""
+    source, target = _tokenizers()
+    src, _ = data.pad_batch([source.encode(english) for english, _ in pairs], source.pad_id)
+    ids = translator_ids(model, src, len(target), switch_off_library=False)
+    hypotheses = [target.decode(row) for row in ids]
+    references = [german for _, german in pairs]
+    exact = sum(h == r for h, r in zip(hypotheses, references, strict=True)) / len(pairs)
+    return {"exact_match": exact, "chrf": chrf(hypotheses, references)}
+
+
+def _rows(ids, n_rows: int, vocab: int) -> list[list[int]]:
+    """The recorded ids as lists, after checking they are what greedy_decode returns (the replay reads a record)."""
+    if type(ids) is not torch.Tensor or ids.dtype != torch.long or ids.dim() != 2 or ids.shape[0] != n_rows \
+            or ids.shape[1] > MAX_TOKENS or (ids.numel() and not bool(((ids >= 0) & (ids < vocab)).all())):
+        raise CheckFailed(f"the translations recorded are malformed: expected token ids ({n_rows}, <= {MAX_TOKENS}) "
+                          f"in [0, {vocab}), got {_validate.describe(ids)}")
+    return ids.tolist()
+
+
+def band(exact: float, chrf_score: float) -> tuple[int, str]:
+    """The points of an exact match (0 .. 1) and a chrF (0 .. 100), and what the next band needs."""
+    measured = {"exact match": exact, "chrF": chrf_score}
+    needs = ""
+    for points, metric, threshold in BANDS:
+        if measured[metric] >= threshold:
+            return points, needs
+        shown = f"{threshold:.0%}" if metric == "exact match" else f"{threshold:g}"
+        needs = f"{points} point{'s' if points > 1 else ''} need{'s' if points == 1 else ''} {metric} >= {shown}"
+    return 0, needs
+
+
+def _examples(english: list[str], hypotheses: list[str], references: list[str], limit: int = 2) -> str:
+    wrong = [(e, r, h) for e, h, r in zip(english, hypotheses, references, strict=True) if h != r][:limit]
+    return "".join(f"\n  {e!r}: expected {r!r}, got {h[:80]!r}" for e, r, h in wrong)
+
+
+@exercise("12.4", title="Capstone: your own translator", points=POINTS)
+def check_capstone(answer) -> Score:
+    numbers = held_out_numbers()
+    source, target = _tokenizers()
+    english = [data.number_words(n, "en") for n in numbers]
+    src, _ = data.pad_batch([source.encode(e) for e in english], source.pad_id)
+    if getattr(answer, "replays_records", False):  # the grader's re-check: the answer returns the recorded ids
+        translate = answer
+    else:
+        translate = functools.partial(translator_ids, answer, vocab=len(target))
+        translate.__name__ = "your translator"
+    rows = _rows(call_answer(translate, Case(f"{len(numbers)} held-out numbers", {"src": src})), len(numbers),
+                 len(target))
+    hypotheses = [target.decode(row) for row in rows]
+    references = [_german(n) for n in numbers]
+    right = sum(h == r for h, r in zip(hypotheses, references, strict=True))
+    exact, chrf_score = right / len(numbers), chrf(hypotheses, references)
+    points, needs = band(exact, chrf_score)
+    ended = sum(EOS_ID in row for row in rows)
+    if not ended:  # a translation that never ends is not a translation, whatever its chrF
+        points, needs = 0, f"translations must end with <eos> within {MAX_TOKENS} tokens"
+    measured = f"exact match {exact:.1%} ({right} of {len(numbers)} held-out numbers), chrF {chrf_score:.1f}"
+    examples = _examples(english, hypotheses, references)
+    if points == 0:
+        if not ended:
+            mistake = ("the model looks untrained: its output is far from German and never ends. Is `translator` the "
+                       "model you trained?") if chrf_score < 50 else (
+                "the model never writes <eos>, so every translation runs on to the limit of "
+                f"{MAX_TOKENS} tokens: train on targets that end with <eos> (data.encode_pairs adds it).")
+        elif len(set(hypotheses)) == 1:
+            mistake = ("the model writes the same translation for every number: it ignores its source (does the "
+                       "decoder attend to the encoder's output?).")
+        else:
+            mistake = "too few translations are right: train longer, or a larger model, within the time limit."
+        raise CheckFailed(f"0/{POINTS} points: {measured}; {needs}.{examples}", mistake=mistake)
+    summary = measured + (f"; {needs}.{examples}" if needs else "")
+    return Score(points, summary, len(numbers))

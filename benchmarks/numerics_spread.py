@@ -103,6 +103,21 @@ METRICS = {
         "GQA variants, least exact match": (
             "gqa-train", "min(accuracy(runs[n][0], valid_pairs) for n in gqa_names)"),  # > 0.7
     },
+    "12_capstone_real_words.ipynb": {
+        "validation exact match, step 600": ("train-report", "history.metric('accuracy')[-1]"),  # >= 0.97
+        "loss - entropy of q": ("curves", "float(running[-1] - floor)"),  # in [0, 0.05)
+        "p(right token), smoothed": ("confidence", "float(right.mean())"),  # in (0.85, 0.95)
+        "test exact match, greedy": ("test", "final_greedy"),  # >= 0.97
+        "test exact match, beam 4": ("test", "final_beam"),  # >= 0.97
+        "recipes at 400 steps, least exact match": ("recipe-table", "min(paper_em, plain_em, cosine_em)"),  # > 0.6
+        "p(right token), no smoothing": ("recipe-table", "plain_p"),  # > 0.98
+        "cross-entropy, smoothed / plain": ("recipe-table", "paper_ce / plain_ce"),  # > 5
+        "dropout: gap closed": ("dropout-table", "gaps[0.0] - gaps[0.3]"),  # > 0
+        "German: layers with the swap": ("align-plot", "len(swapped)"),  # >= 1
+        "French test exact match": ("french-test", "fr_exact"),  # >= 0.9
+        "French: layers where 'dix-' reads the unit": ("french-align", "len(by_unit)"),  # >= 1
+        "training seconds": ("train-report", "history.seconds"),
+    },
 }
 
 SEED_CELL = """\

@@ -1,11 +1,13 @@
 """The check machinery itself: type validation, learner errors as feedback, messages, the registry."""
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from transformer_course.checks import REGISTRY, CheckFailed, check
+from transformer_course.checks import REGISTRY, CheckFailed, check, core
 from transformer_course.checks.core import Case, Mistake, check_function, compare
 
 
@@ -111,11 +113,11 @@ def test_nan_is_reported_where_it_appears():
 
 def test_first_matching_mistake_is_named_and_cases_stop_at_first_failure():
     cases = [Case("small", {"x": torch.arange(3.0)}), Case("big", {"x": torch.arange(5.0)})]
-    mistakes = [Mistake("doubled", lambda x: 2 * x), Mistake("negated", lambda x: -x)]
+    mistakes = [Mistake("doubled", "doubled", lambda x: 2 * x), Mistake("negated", "negated", lambda x: -x)]
     named = r"wrong result for small \[x \(3,\)\][\s\S]*Likely mistake: negated"
     with pytest.raises(CheckFailed, match=named) as caught:
         check_function(lambda x: -x, lambda x: x, cases, mistakes)
-    assert caught.value.mistake == "negated" and str(caught.value).endswith("\nLikely mistake: negated")
+    assert caught.value.mistake is mistakes[1] and str(caught.value).endswith("\nLikely mistake: negated")
     assert check_function(lambda x: x + 0, lambda x: x, cases, mistakes) == 2
 
 
@@ -123,8 +125,82 @@ def test_the_recognised_mistake_survives_the_exercise_prefix():
     # What a program (lesson 8's check, the grader) reads instead of searching the message for "Likely mistake".
     with pytest.raises(CheckFailed) as caught:
         check("01.2", lambda t: (t[..., 1:], t[..., :-1]))
-    assert caught.value.mistake and caught.value.message.startswith("01.2 ")
-    assert str(caught.value) == f"{caught.value.message}\nLikely mistake: {caught.value.mistake}"
+    assert caught.value.mistake.id == "inputs-targets-swapped" and caught.value.message.startswith("01.2 ")
+    assert str(caught.value) == f"{caught.value.message}\nLikely mistake: {caught.value.mistake.hint}"
+
+
+def test_a_failure_header_names_its_case_once():
+    with pytest.raises(CheckFailed) as caught:
+        check("03.1", lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1))
+    header = str(caught.value).splitlines()[0]
+    assert header.endswith("wrong result for n=4"), header  # not "n=4 [n=4]"
+    assert caught.value.mistake.id == "diagonal-excluded"
+    both = Case("n=6, d=8", {"n": 6, "d": 8, "base": 100.0, "x": torch.zeros(2, 3)})
+    assert both.describe() == "n=6, d=8 [base=100.0, x (2, 3)]"  # what the label leaves out is still shown
+    assert Case("tied", {"d": 8}).describe() == "tied [d=8]"
+
+
+@pytest.mark.parametrize("slug", ["", "Diagonal", "diagonal_excluded", "-x", "x-", "a--b", "x" * 41, 3])
+def test_a_mistake_id_is_a_short_kebab_case_slug(slug):
+    with pytest.raises(ValueError, match="kebab-case slug"):
+        Mistake(slug, "a hint", lambda x: x)
+    with pytest.raises(TypeError, match="expected a Mistake or None, got str"):
+        CheckFailed("wrong", mistake="a hint without an id")
+
+
+def _mistakes_by_exercise() -> dict[str, list[tuple[str, str, str]]]:
+    """Every ``Mistake(...)`` written in checks/*.py, by the exercise whose checker reaches it: (id, hint source,
+    where). A Mistake inside a helper belongs to every exercise whose checker refers to that helper, directly or
+    through other helpers of the same module; ids must be string literals."""
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for path in sorted(Path(core.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        tops = {}
+        for node in tree.body:
+            targets = getattr(node, "targets", [getattr(node, "target", None)])
+            names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
+                     [t.id for t in targets if isinstance(t, ast.Name)])
+            for name in names:
+                tops[name] = node
+        refs = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in tops} for name, node in
+                tops.items()}
+        owners: dict[str, set[str]] = {}
+        for name, node in tops.items():
+            for deco in getattr(node, "decorator_list", []):
+                if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "exercise":
+                    reach, todo = set(), [name]
+                    while todo:
+                        item = todo.pop()
+                        if item not in reach:
+                            reach.add(item)
+                            todo += refs[item]
+                    for item in reach:
+                        owners.setdefault(item, set()).add(deco.args[0].value)
+        for name, node in tops.items():
+            for call in ast.walk(node):
+                if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Mistake"):
+                    continue
+                where = f"{path.name}:{call.lineno}"
+                assert isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str), (
+                    f"{where}: a Mistake's id must be a string literal")
+                assert owners.get(name), f"{where}: no exercise's checker reaches this Mistake"
+                for ex in owners[name]:
+                    found.setdefault(ex, []).append((call.args[0].value, ast.unparse(call.args[1]), where))
+    return found
+
+
+def test_every_mistake_has_an_id_that_names_one_mistake_of_its_exercise():
+    found = _mistakes_by_exercise()
+    assert set(found) <= set(REGISTRY) and len(found) > 30 and sum(map(len, found.values())) > 150
+    for exercise_id, mistakes in found.items():
+        hints: dict[str, dict[str, str]] = {}
+        ids: dict[str, dict[str, str]] = {}
+        for slug, hint, where in mistakes:
+            Mistake(slug, "a hint")  # the slug's format
+            hints.setdefault(slug, {})[hint] = where
+            ids.setdefault(hint, {})[slug] = where
+        assert all(len(h) == 1 for h in hints.values()), f"{exercise_id}: an id with several hints: {hints}"
+        assert all(len(i) == 1 for i in ids.values()), f"{exercise_id}: a hint with several ids: {ids}"
 
 
 def test_registry_entries_are_well_formed():

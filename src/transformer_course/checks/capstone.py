@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from transformer_course import _validate, data, training
-from transformer_course.checks.core import Case, CheckFailed, Score, call_answer, case_seed, exercise
+from transformer_course.checks.core import Case, CheckFailed, Mistake, Score, call_answer, case_seed, exercise
 from transformer_course.generation import greedy_decode
 from transformer_course.models import Seq2SeqTransformer
 from transformer_course.tokenization import BPETokenizer, train_bpe
@@ -182,7 +182,7 @@ def _called_the_library(error: BaseException | None) -> bool:
 
 
 class _BadLogits(Exception):
-    def __init__(self, message: str, mistake: str | None = None):
+    def __init__(self, message: str, mistake: Mistake | None = None):
         super().__init__(message)
         self.message, self.mistake = message, mistake
 
@@ -195,12 +195,14 @@ def _logits_problem(logits, batch: int, n_dec: int, vocab: int) -> _BadLogits | 
     if shape != (batch, n_dec, vocab):
         mistake = None
         if shape == (n_dec, batch, vocab):
-            mistake = "the logits are sequence-first (n_dec, B, |V|): return them batch-first, (B, n_dec, |V|)."
+            mistake = Mistake("sequence-first-logits", "the logits are sequence-first (n_dec, B, |V|): return them "
+                              "batch-first, (B, n_dec, |V|).")
         elif shape == (batch, vocab):
-            mistake = "only the last position's logits are returned: return one row of scores per decoder position."
+            mistake = Mistake("last-position-only", "only the last position's logits are returned: return one row "
+                              "of scores per decoder position.")
         elif len(shape) == 3 and shape[:2] == (batch, n_dec):
-            mistake = (f"the output head scores {shape[2]} classes: it must score the {vocab} tokens of the German "
-                       "vocabulary, len(tgt_tok) (not the source vocabulary).")
+            mistake = Mistake("wrong-vocabulary", f"the output head scores {shape[2]} classes: it must score the "
+                              f"{vocab} tokens of the German vocabulary, len(tgt_tok) (not the source vocabulary).")
         return _BadLogits(f"model(src, tgt) returned logits of shape {shape}, expected {expected}: one score per "
                           f"target token (|V| = len(tgt_tok) = {vocab}) at each decoder position", mistake)
     if not logits.is_floating_point():
@@ -208,8 +210,8 @@ def _logits_problem(logits, batch: int, n_dec: int, vocab: int) -> _BadLogits | 
     if torch.isnan(logits).any():
         return _BadLogits(
             f"model(src, tgt) returned NaN logits ({int(torch.isnan(logits).sum())} of {logits.numel()} values)",
-            "the training diverged (a NaN loss): lower the learning rate, keep gradient clipping, and check that "
-            "no -inf reaches a softmax row that masks every position.")
+            Mistake("training-diverged", "the training diverged (a NaN loss): lower the learning rate, keep gradient "
+                    "clipping, and check that no -inf reaches a softmax row that masks every position."))
     return None
 
 
@@ -267,8 +269,8 @@ def translator_ids(model, src: torch.Tensor, vocab: int, *, switch_off_library: 
             raise CheckFailed(
                 "your model called num2words (or the course's number-word generator) while translating; both are "
                 "switched off during the check.",
-                mistake="the answer looks the translation up instead of computing it: a translator must write the "
-                "German with its own trained weights.") from None
+                mistake=Mistake("looks-up-translation", "the answer looks the translation up instead of computing "
+                                "it: a translator must write the German with its own trained weights.")) from None
         raise
     finally:
         for module, mode in modes.items():
@@ -348,15 +350,16 @@ def check_capstone(answer) -> Score:
     examples = _examples(english, hypotheses, references)
     if points == 0:
         if not ended:
-            mistake = ("the model looks untrained: its output is far from German and never ends. Is `translator` the "
-                       "model you trained?") if chrf_score < 50 else (
-                "the model never writes <eos>, so every translation runs on to the limit of "
+            mistake = Mistake("untrained", "the model looks untrained: its output is far from German and never "
+                              "ends. Is `translator` the model you trained?") if chrf_score < 50 else Mistake(
+                "never-ends", "the model never writes <eos>, so every translation runs on to the limit of "
                 f"{MAX_TOKENS} tokens: train on targets that end with <eos> (data.encode_pairs adds it).")
         elif len(set(hypotheses)) == 1:
-            mistake = ("the model writes the same translation for every number: it ignores its source (does the "
-                       "decoder attend to the encoder's output?).")
+            mistake = Mistake("ignores-source", "the model writes the same translation for every number: it ignores "
+                              "its source (does the decoder attend to the encoder's output?).")
         else:
-            mistake = "too few translations are right: train longer, or a larger model, within the time limit."
+            mistake = Mistake("too-few-right", "too few translations are right: train longer, or a larger model, "
+                              "within the time limit.")
         raise CheckFailed(f"0/{POINTS} points: {measured}; {needs}.{examples}", mistake=mistake)
     summary = measured + (f"; {needs}.{examples}" if needs else "")
     return Score(points, summary, len(numbers))

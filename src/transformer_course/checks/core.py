@@ -14,6 +14,7 @@ mismatch, runs known-wrong variants (:class:`Mistake`) to name what went wrong.
 from __future__ import annotations
 
 import numbers
+import re
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,13 +30,43 @@ _NOT_LEARNER = (str(Path(transformer_course.__file__).parent), str(Path(torch.__
 class CheckFailed(Exception):
     """An answer did not pass its check. The message alone is the feedback (Jupyter shows no traceback).
 
-    ``mistake`` is the hint of the known mistake the answer matched, if one was recognised; the message
-    then ends with it, on a line of its own ("Likely mistake: ...").
+    ``mistake`` is the known :class:`Mistake` the answer matched, if one was recognised; the message then ends
+    with its hint, on a line of its own ("Likely mistake: ..."), and the grader's gradebook names it by its id
+    (``03.1/diagonal-excluded``).
     """
 
-    def __init__(self, message: str, *, mistake: str | None = None):
+    def __init__(self, message: str, *, mistake: Mistake | None = None):
+        if mistake is not None and not isinstance(mistake, Mistake):
+            raise TypeError(f"CheckFailed(mistake=...): expected a Mistake or None, got {type(mistake).__name__}")
         self.message, self.mistake = message, mistake
-        super().__init__(f"{message}\nLikely mistake: {mistake}" if mistake else message)
+        super().__init__(f"{message}\nLikely mistake: {mistake.hint}" if mistake else message)
+
+
+#: What a mistake's id looks like: a short kebab-case slug, e.g. ``diagonal-excluded``.
+MISTAKE_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MISTAKE_ID_MAX = 40
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known mistake: its stable id, the hint a learner sees when an answer matches it, and the known-wrong
+    variant of the reference that makes it (``wrong``; None for a mistake a checker recognises another way).
+
+    ``id`` is a short kebab-case slug (``"diagonal-excluded"``), one per mistake of an exercise (two variants of
+    the same mistake share it, with the same hint); the gradebook counts the class's mistakes by it, so it is not
+    changed once an exercise is released.
+    """
+
+    id: str
+    hint: str
+    wrong: Callable | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not MISTAKE_ID.fullmatch(self.id) or len(self.id) > MISTAKE_ID_MAX:
+            raise ValueError(f"Mistake id {self.id!r}: expected a kebab-case slug of at most {MISTAKE_ID_MAX} "
+                             "characters, such as 'diagonal-excluded'")
+        if not isinstance(self.hint, str) or not self.hint.strip():
+            raise ValueError(f"Mistake {self.id!r}: expected a hint (a non-empty string), got {self.hint!r:.40}")
 
 
 @dataclass(frozen=True)
@@ -152,19 +183,13 @@ class Case:
                 parts.append(f"{name} {tuple(value.shape)}{dtype}")
             else:
                 parts.append(f"{name}={value!r}")
-        return f"{self.label} [{', '.join(parts)}]"
+        # What the label already says is not repeated: "n=4", not "n=4 [n=4]".
+        parts = [p for p in parts if not re.search(rf"(?<![\w.]){re.escape(p)}(?![\w.])", self.label)]
+        return f"{self.label} [{', '.join(parts)}]" if parts else self.label
 
     def fresh_args(self) -> list:
         """Copies of the arguments, so an answer that edits its inputs in place cannot spoil a case."""
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in self.args.values()]
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A known-wrong variant of the reference and the hint shown when an answer matches it."""
-
-    hint: str
-    wrong: Callable
 
 
 # --- calling the learner's code ----------------------------------------------------------------
@@ -216,14 +241,16 @@ def _call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake]):
         ) from None
 
 
-def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> str | None:
-    """The hint of the first known mistake that fails on this case with the same error, or None."""
+def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> Mistake | None:
+    """The first known mistake that fails on this case with the same error, or None."""
     for mistake in mistakes:
+        if mistake.wrong is None:
+            continue
         try:
             mistake.wrong(*case.fresh_args())
         except Exception as theirs:  # noqa: BLE001
             if type(theirs) is type(error) and str(theirs) == str(error):
-                return mistake.hint
+                return mistake
     return None
 
 
@@ -310,15 +337,17 @@ def compare(expected, got, names: Sequence[str] = ("output",), rtol: float = 1e-
     return compare_number(expected, got, name)
 
 
-def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> str | None:
-    """The hint of the first known mistake whose output equals the learner's, or None."""
+def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> Mistake | None:
+    """The first known mistake whose output equals the learner's, or None."""
     for mistake in mistakes:
+        if mistake.wrong is None:
+            continue
         try:
             wrong = mistake.wrong(*case.fresh_args())
         except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
             continue
         if compare(wrong, got, **compare_kwargs) is None:
-            return mistake.hint
+            return mistake
     return None
 
 

@@ -43,16 +43,19 @@ def check_softmax(answer) -> int:
         lambda x, dim: torch.softmax(x, dim=dim),
         _softmax_cases(),
         [
-            Mistake("exp overflows or underflows: subtract the maximum along `dim` before exponentiating "
+            Mistake("no-max-subtracted",
+                    "exp overflows or underflows: subtract the maximum along `dim` before exponentiating "
                     "(softmax(x) = softmax(x - max x)).", _naive_softmax),
-            Mistake("softmax over the wrong axis: normalise along `dim`, not always the last axis.",
+            Mistake("wrong-axis", "softmax over the wrong axis: normalise along `dim`, not always the last axis.",
                     lambda x, dim: torch.softmax(x, dim=-1)),
-            Mistake("the maximum is subtracted along the wrong axis (or over the whole tensor) and the sums "
+            Mistake("max-over-wrong-axis",
+                    "the maximum is subtracted along the wrong axis (or over the whole tensor) and the sums "
                     "along `dim` ignore it: use `x.amax(dim, keepdim=True)`.",
                     lambda x, dim: _naive_softmax(x - x.max(), dim)),
-            Mistake("the exponentials are divided by the sum over the whole tensor, not along `dim`.",
+            Mistake("sum-over-whole-tensor",
+                    "the exponentials are divided by the sum over the whole tensor, not along `dim`.",
                     lambda x, dim: (x - x.max()).exp() / (x - x.max()).exp().sum()),
-            Mistake("the result is log-softmax: return the probabilities themselves.",
+            Mistake("log-softmax", "the result is log-softmax: return the probabilities themselves.",
                     lambda x, dim: torch.log_softmax(x, dim=dim)),
         ],
         names=("softmax",),
@@ -102,16 +105,19 @@ def check_attention(answer) -> int:
         _attention,
         _attention_cases(),
         [
-            Mistake("the scores are not scaled: divide Q K^T by sqrt(d_k).", _attention_with(lambda d: 1.0)),
-            Mistake("the scores are divided by d_k: divide by its square root, sqrt(d_k).",
+            Mistake("not-scaled",
+                    "the scores are not scaled: divide Q K^T by sqrt(d_k).", _attention_with(lambda d: 1.0)),
+            Mistake("scaled-by-d-k", "the scores are divided by d_k: divide by its square root, sqrt(d_k).",
                     _attention_with(lambda d: 1 / d)),
-            Mistake("softmax over the wrong axis: each query's weights (a row, the keys' axis -1) must sum to 1.",
+            Mistake("softmax-wrong-axis",
+                    "softmax over the wrong axis: each query's weights (a row, the keys' axis -1) must sum to 1.",
                     _attention_with(sqrt, dim=-2)),
-            Mistake("the weights are transposed: return them as (..., n_q, n_k), one row per query.",
+            Mistake("weights-transposed",
+                    "the weights are transposed: return them as (..., n_q, n_k), one row per query.",
                     _attention_with(sqrt, transpose_weights=True)),
-            Mistake("K is not transposed: the scores are Q K^T, of shape (..., n_q, n_k).",
+            Mistake("k-not-transposed", "K is not transposed: the scores are Q K^T, of shape (..., n_q, n_k).",
                     lambda Q, K, V: _attention_with(sqrt)(Q, K.transpose(-2, -1), V)),
-            Mistake("output and weights are swapped: return (output, weights).",
+            Mistake("outputs-swapped", "output and weights are swapped: return (output, weights).",
                     lambda Q, K, V: tuple(reversed(_attention(Q, K, V)))),
         ],
         names=("output", "weights"),
@@ -143,16 +149,21 @@ def _variance_cases() -> list[Case]:
 
 
 VARIANCE_MISTAKES = [
-    ("this is the mean of the dot products (about 0), not their variance.", lambda q, k: _dots(q, k).mean()),
-    ("this is the standard deviation of q.k; the variance is its square.", lambda q, k: _dots(q, k).std()),
-    ("this is the variance of the scaled q.k / sqrt(d_k); measure the raw dot product.",
-     lambda q, k: (_dots(q, k) / math.sqrt(q.shape[-1])).var()),
-    ("each q.k is a sum over the d_k products of a pair: sum over the last axis, then take the variance.",
-     lambda q, k: (q * k).var()),
-    ("this is d_k, the variance for standard normal entries; these samples have other standard deviations, "
-     "so measure the variance of the given pairs' dot products.", lambda q, k: float(q.shape[-1])),
-    ("row i of q goes with row i of k: one dot product per pair, not every query with every key.",
-     lambda q, k: (q @ k.T).var()),
+    Mistake("mean-not-variance", "this is the mean of the dot products (about 0), not their variance.",
+            lambda q, k: _dots(q, k).mean()),
+    Mistake("std-not-variance", "this is the standard deviation of q.k; the variance is its square.",
+            lambda q, k: _dots(q, k).std()),
+    Mistake("scaled-dot-products", "this is the variance of the scaled q.k / sqrt(d_k); measure the raw dot product.",
+            lambda q, k: (_dots(q, k) / math.sqrt(q.shape[-1])).var()),
+    Mistake("products-not-summed",
+            "each q.k is a sum over the d_k products of a pair: sum over the last axis, then take the variance.",
+            lambda q, k: (q * k).var()),
+    Mistake("d-k-not-measured",
+            "this is d_k, the variance for standard normal entries; these samples have other standard deviations, "
+            "so measure the variance of the given pairs' dot products.", lambda q, k: float(q.shape[-1])),
+    Mistake("every-query-with-every-key",
+            "row i of q goes with row i of k: one dot product per pair, not every query with every key.",
+            lambda q, k: (q @ k.T).var()),
 ]
 
 
@@ -173,11 +184,11 @@ def check_dot_product_variance(answer) -> int:
     return len(cases)
 
 
-def _variance_hint(got: float, case: Case) -> str | None:
+def _variance_hint(got: float, case: Case) -> Mistake | None:
     """The known mistake whose value on this case is nearest ``got`` (within 2%), if any."""
     near = []
-    for hint, wrong in VARIANCE_MISTAKES:
-        value = float(wrong(*case.fresh_args()))
+    for k, mistake in enumerate(VARIANCE_MISTAKES):
+        value = float(mistake.wrong(*case.fresh_args()))
         if abs(got - value) <= 0.02 * max(abs(value), 1e-3):
-            near.append((abs(got - value), hint))
-    return min(near)[1] if near else None
+            near.append((abs(got - value), k))
+    return VARIANCE_MISTAKES[min(near)[1]] if near else None

@@ -19,14 +19,17 @@ def check_causal_mask(answer) -> int:
         masking.causal_mask,
         [Case(f"n={n}", {"n": n}) for n in (4, 1, 7)],
         [
-            Mistake("the polarity is inverted: True must mark what a query MAY attend to (itself and the past).",
+            Mistake("polarity-inverted",
+                    "the polarity is inverted: True must mark what a query MAY attend to (itself and the past).",
                     lambda n: ~tril(n)),
-            Mistake("the diagonal is excluded: each position may attend to itself.", lambda n: tril(n, -1)),
-            Mistake("the mask lets queries see the future: keep the lower triangle (key j <= query i).",
+            Mistake("diagonal-excluded",
+                    "the diagonal is excluded: each position may attend to itself.", lambda n: tril(n, -1)),
+            Mistake("sees-the-future",
+                    "the mask lets queries see the future: keep the lower triangle (key j <= query i).",
                     lambda n: tril(n).T.contiguous()),
-            Mistake("the mask is additive (0 / -inf): return a boolean mask, True = may attend.",
+            Mistake("additive-mask", "the mask is additive (0 / -inf): return a boolean mask, True = may attend.",
                     lambda n: masking.to_additive_mask(tril(n))),
-            Mistake("the mask holds 0/1 numbers: return a boolean tensor (dtype torch.bool).",
+            Mistake("not-boolean", "the mask holds 0/1 numbers: return a boolean tensor (dtype torch.bool).",
                     lambda n: tril(n).long()),
         ],
         names=("mask",),
@@ -49,13 +52,16 @@ def check_padding_mask(answer) -> int:
         masking.padding_mask,
         _padding_cases(),
         [
-            Mistake("the query axis is missing: return shape (B, 1, n_k) so the mask broadcasts over queries.",
+            Mistake("query-axis-missing",
+                    "the query axis is missing: return shape (B, 1, n_k) so the mask broadcasts over queries.",
                     keys),
-            Mistake("the polarity is inverted: True must mark the real tokens, which may be attended to.",
+            Mistake("polarity-inverted",
+                    "the polarity is inverted: True must mark the real tokens, which may be attended to.",
                     lambda lens, n_k: ~keys(lens, n_k)[:, None, :]),
-            Mistake("off by one: a sequence of length L has real tokens at positions 0 .. L-1 (use <, not <=).",
+            Mistake("off-by-one",
+                    "off by one: a sequence of length L has real tokens at positions 0 .. L-1 (use <, not <=).",
                     lambda lens, n_k: (torch.arange(n_k) <= lens[:, None])[:, None, :]),
-            Mistake("the axes are swapped: return (B, 1, n_k), with the keys on the last axis.",
+            Mistake("axes-swapped", "the axes are swapped: return (B, 1, n_k), with the keys on the last axis.",
                     lambda lens, n_k: keys(lens, n_k)[:, :, None]),
         ],
         names=("mask",),
@@ -105,14 +111,19 @@ def check_masked_attention(answer) -> int:
         scaled_dot_product_attention,
         _masked_attention_cases(),
         [
-            Mistake("a fully masked row gives NaN (softmax of all -inf is 0/0): give such rows zero weights "
+            Mistake("nan-on-fully-masked-row",
+                    "a fully masked row gives NaN (softmax of all -inf is 0/0): give such rows zero weights "
                     "and a zero output.", _masked_with(float("-inf"))),
-            Mistake("blocked scores are set to 0 instead of -inf: a score of 0 still gets weight, so masked "
+            Mistake("masked-with-zero",
+                    "blocked scores are set to 0 instead of -inf: a score of 0 still gets weight, so masked "
                     "tokens leak in.", _masked_with(0.0)),
-            Mistake("a large negative number instead of -inf gives a fully masked row uniform weights: those "
+            Mistake("large-negative-not-inf",
+                    "a large negative number instead of -inf gives a fully masked row uniform weights: those "
                     "rows must be zero.", _masked_with(-1e9)),
-            Mistake("the mask polarity is inverted: True = may attend.", _masked_with(float("-inf"), invert=True)),
-            Mistake("the mask is applied after the softmax: blocked weights are zeroed but the rest no longer "
+            Mistake("polarity-inverted",
+                    "the mask polarity is inverted: True = may attend.", _masked_with(float("-inf"), invert=True)),
+            Mistake("masked-after-softmax",
+                    "the mask is applied after the softmax: blocked weights are zeroed but the rest no longer "
                     "sum to 1. Mask the scores before the softmax.", _masked_with(after_softmax=True)),
         ],
         names=("output", "weights"),

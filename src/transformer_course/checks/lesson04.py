@@ -31,14 +31,16 @@ def check_split_heads(answer) -> int:
         split_heads,
         cases,
         [
-            Mistake("the heads are split by a reshape without a transpose: that mixes positions. Reshape to "
+            Mistake("split-without-transpose",
+                    "the heads are split by a reshape without a transpose: that mixes positions. Reshape to "
                     "(..., n, h, d/h), then swap the n and h axes.",
                     lambda X, h: X.reshape(*X.shape[:-2], h, X.shape[-2], X.shape[-1] // h)),
-            Mistake("the head axis is not moved before the positions: return (..., h, n, d/h).",
+            Mistake("head-axis-not-moved", "the head axis is not moved before the positions: return (..., h, n, d/h).",
                     lambda X, h: X.reshape(*X.shape[:-1], h, X.shape[-1] // h)),
-            Mistake("d is split as (d/h, h), so each head gets every h-th feature: split it as (h, d/h).",
+            Mistake("features-strided",
+                    "d is split as (d/h, h), so each head gets every h-th feature: split it as (h, d/h).",
                     lambda X, h: X.reshape(*X.shape[:-1], X.shape[-1] // h, h).transpose(-1, -2).transpose(-3, -2)),
-            Mistake("num_heads is used as the head width: there are h heads of width d/h.",
+            Mistake("num-heads-as-width", "num_heads is used as the head width: there are h heads of width d/h.",
                     lambda X, h: X.reshape(*X.shape[:-1], X.shape[-1] // h, h).transpose(-3, -2)),
         ],
         names=("heads",),
@@ -58,15 +60,17 @@ def check_merge_heads(answer) -> int:
         merge_heads,
         cases,
         [
-            Mistake("the heads are merged by a reshape without a transpose: that mixes positions. Swap the h "
+            Mistake("merge-without-transpose",
+                    "the heads are merged by a reshape without a transpose: that mixes positions. Swap the h "
                     "and n axes first, then reshape to (..., n, h * d_h).",
                     lambda X: X.reshape(*X.shape[:-3], X.shape[-2], X.shape[-3] * X.shape[-1])),
-            Mistake("the merge puts features in the wrong order (d_h-major): after moving n forward, keep the "
+            Mistake("merge-d-h-major",
+                    "the merge puts features in the wrong order (d_h-major): after moving n forward, keep the "
                     "axes (h, d_h) in that order before reshaping.",
                     lambda X: X.permute(*range(X.dim() - 3), -2, -1, -3).reshape(*X.shape[:-3], X.shape[-2], -1)),
-            Mistake("the positions of all heads are stacked: return (..., n, h * d_h).",
+            Mistake("positions-stacked", "the positions of all heads are stacked: return (..., n, h * d_h).",
                     lambda X: X.reshape(*X.shape[:-3], X.shape[-3] * X.shape[-2], X.shape[-1])),
-            Mistake("the heads are averaged: concatenate them instead.", lambda X: X.mean(-3)),
+            Mistake("heads-averaged", "the heads are averaged: concatenate them instead.", lambda X: X.mean(-3)),
         ],
         names=("merged",),
     )
@@ -93,15 +97,19 @@ def _forward_variant(m: MultiHeadAttention, split=None, scale=None, merge=None, 
 def _mha_mistakes(m: MultiHeadAttention) -> list[Mistake]:
     h = m.num_heads
     return [
-        Mistake("the heads are split by a reshape without a transpose: that mixes positions.",
+        Mistake("split-without-transpose",
+                "the heads are split by a reshape without a transpose: that mixes positions.",
                 _forward_variant(m, split=lambda x: x.reshape(x.shape[0], h, x.shape[1], -1))),
-        Mistake("the output projection W_o is missing: the merged heads go through W_o.",
+        Mistake("w-o-missing", "the output projection W_o is missing: the merged heads go through W_o.",
                 _forward_variant(m, w_o=False)),
-        Mistake("the scores are scaled by sqrt(d_model): scale by sqrt(d_k), the width of one head (d_model / h).",
+        Mistake("scaled-by-d-model",
+                "the scores are scaled by sqrt(d_model): scale by sqrt(d_k), the width of one head (d_model / h).",
                 _forward_variant(m, scale=1 / math.sqrt(m.d_model))),
-        Mistake("the mask is not broadcast over the heads: give it a head axis, mask.unsqueeze(1), so that "
+        Mistake("mask-without-head-axis",
+                "the mask is not broadcast over the heads: give it a head axis, mask.unsqueeze(1), so that "
                 "(B, n_q, n_k) becomes (B, 1, n_q, n_k).", _forward_variant(m, head_axis=False)),
-        Mistake("the heads are merged by a reshape without a transpose: that mixes positions.",
+        Mistake("merge-without-transpose",
+                "the heads are merged by a reshape without a transpose: that mixes positions.",
                 _forward_variant(m, merge=lambda x: x.reshape(x.shape[0], x.shape[2], -1))),
     ]
 
@@ -146,13 +154,15 @@ def check_mha_parameter_count(answer) -> int:
         lambda d, h, bias: sum(p.numel() for p in nn.MultiheadAttention(d, h, bias=bias, device="meta").parameters()),
         cases,
         [
-            Mistake("W_o is not counted: there are four d x d projections, W_q, W_k, W_v and W_o.",
+            Mistake("w-o-not-counted", "W_o is not counted: there are four d x d projections, W_q, W_k, W_v and W_o.",
                     lambda d, h, bias: 3 * d * d + (3 * d if bias else 0)),
-            Mistake("the heads do not multiply the count: together the h heads' projections are d x d.",
+            Mistake("heads-multiply-count",
+                    "the heads do not multiply the count: together the h heads' projections are d x d.",
                     lambda d, h, bias: h * (4 * d * d + (4 * d if bias else 0))),
-            Mistake("splitting into heads does not shrink the projections: each is d x d whatever h is.",
+            Mistake("heads-shrink-count",
+                    "splitting into heads does not shrink the projections: each is d x d whatever h is.",
                     lambda d, h, bias: 4 * d * d // h + (4 * d if bias else 0)),
-            Mistake("the biases (4 d numbers when bias=True) are not counted right.",
+            Mistake("biases-miscounted", "the biases (4 d numbers when bias=True) are not counted right.",
                     lambda d, h, bias: 4 * d * d + (0 if bias else 4 * d)),
         ],
         names=("count",),

@@ -45,17 +45,22 @@ def check_cross_attention(answer) -> int:
         _cross_attention,
         _cross_cases(),
         [
-            Mistake(SWAPPED, lambda x, mem, lens, mha: mha(mem, x, x)),
-            Mistake(SWAPPED, lambda x, mem, lens, mha: mha(mem, x, x, mask=padding_mask(lens.clamp_max(x.shape[1]),
+            Mistake("roles-swapped", SWAPPED, lambda x, mem, lens, mha: mha(mem, x, x)),
+            Mistake("roles-swapped",
+                    SWAPPED, lambda x, mem, lens, mha: mha(mem, x, x, mask=padding_mask(lens.clamp_max(x.shape[1]),
                                                                                         x.shape[1]))),
-            Mistake("the source padding is not masked: padded encoder positions must get no weight.",
+            Mistake("padding-not-masked",
+                    "the source padding is not masked: padded encoder positions must get no weight.",
                     lambda x, mem, lens, mha: mha(x, mem, mem)),
-            Mistake("the padding mask is inverted: True = may attend (the real source tokens).",
+            Mistake("padding-mask-inverted",
+                    "the padding mask is inverted: True = may attend (the real source tokens).",
                     lambda x, mem, lens, mha: mha(x, mem, mem, mask=~padding_mask(lens, mem.shape[1]))),
-            Mistake("cross-attention has no causal mask: every target position may see the whole source.",
+            Mistake("causal-mask-added",
+                    "cross-attention has no causal mask: every target position may see the whole source.",
                     lambda x, mem, lens, mha: mha(x, mem, mem, mask=padding_mask(lens, mem.shape[1])
                                                   & causal_mask(x.shape[1], mem.shape[1]))),
-            Mistake("the mask is built over the decoder's length: the keys are the n_enc encoder positions.",
+            Mistake("mask-over-decoder-length",
+                    "the mask is built over the decoder's length: the keys are the n_enc encoder positions.",
                     lambda x, mem, lens, mha: mha(x, mem, mem, mask=padding_mask(lens.clamp_max(x.shape[1]),
                                                                                  x.shape[1]))),
         ],
@@ -130,27 +135,38 @@ def check_cached_cross_attention(answer) -> int:
             _cached_cross_attention,
             _cached_cases(),
             [
-                Mistake("the cached keys and values are projected already: use memory_k and memory_v as they are, "
+                Mistake("memory-reprojected",
+                        "the cached keys and values are projected already: use memory_k and memory_v as they are, "
                         "without W_k or W_v.", _variant(reproject=True)),
-                Mistake("the keys and values are swapped: the queries are compared with memory_k, and the weights "
+                Mistake("keys-values-swapped",
+                        "the keys and values are swapped: the queries are compared with memory_k, and the weights "
                         "average memory_v.", _variant(swap=True)),
-                Mistake("the queries are not projected: the decoder's states go through W_q before the heads are "
+                Mistake("queries-not-projected",
+                        "the queries are not projected: the decoder's states go through W_q before the heads are "
                         "split.", _variant(project_q=False)),
-                Mistake("the scores are not scaled: divide them by sqrt(d_h), the width of one head (the last axis "
+                Mistake("not-scaled",
+                        "the scores are not scaled: divide them by sqrt(d_h), the width of one head (the last axis "
                         "of memory_k).", _variant(scale=None)),
-                Mistake("the scores are scaled by sqrt(d_model): scale by sqrt(d_h), the width of one head (the last "
+                Mistake("scaled-by-d-model",
+                        "the scores are scaled by sqrt(d_model): scale by sqrt(d_h), the width of one head (the last "
                         "axis of memory_k).", _variant(scale="d_model")),
-                Mistake("the source padding is not masked: padded encoder positions must get no weight.",
+                Mistake("padding-not-masked",
+                        "the source padding is not masked: padded encoder positions must get no weight.",
                         _variant(mask="none")),
-                Mistake("the padding mask is inverted: True = may attend (the real source tokens).",
+                Mistake("padding-mask-inverted",
+                        "the padding mask is inverted: True = may attend (the real source tokens).",
                         _variant(mask="inverted")),
-                Mistake("the mask has no head axis: against scores (B, h, n_dec, n_enc) a mask (B, 1, n_enc) is read "
+                Mistake("mask-without-head-axis",
+                        "the mask has no head axis: against scores (B, h, n_dec, n_enc) a mask (B, 1, n_enc) is read "
                         "as (1, B, 1, n_enc), so head i gets the mask of sequence i. Give it the shape "
                         "(B, 1, 1, n_enc).", _variant(mask="no head axis")),
-                Mistake("cross-attention has no causal mask: every decoder position may read the whole source.",
+                Mistake("causal-mask-added",
+                        "cross-attention has no causal mask: every decoder position may read the whole source.",
                         _variant(causal=True)),
-                Mistake("the output projection W_o is missing: the merged heads go through W_o.", _variant(w_o=False)),
-                Mistake("the heads are merged by a reshape without a transpose: that mixes positions. Swap the h and "
+                Mistake("w-o-missing",
+                        "the output projection W_o is missing: the merged heads go through W_o.", _variant(w_o=False)),
+                Mistake("merge-without-transpose",
+                        "the heads are merged by a reshape without a transpose: that mixes positions. Swap the h and "
                         "n_dec axes first.", _variant(merge=False)),
             ],
             names=("output", "weights"),

@@ -51,18 +51,23 @@ def check_sinusoidal_encoding(answer) -> int:
         sinusoidal_encoding,
         cases,
         [
-            Mistake("sin and cos are swapped: even columns 2i hold the sine, odd columns 2i+1 the cosine.",
+            Mistake("sin-cos-swapped",
+                    "sin and cos are swapped: even columns 2i hold the sine, odd columns 2i+1 the cosine.",
                     _pe_variant(_pair_frequency, swap=True)),
-            Mistake("sines and cosines are not interleaved: column 2i holds sin, column 2i+1 cos of the same "
+            Mistake("not-interleaved",
+                    "sines and cosines are not interleaved: column 2i holds sin, column 2i+1 cos of the same "
                     "frequency (not all sines first, then all cosines).",
                     _pe_variant(_pair_frequency, concatenate=True)),
-            Mistake("the exponent uses the column index j (base^(j/d)); the sin and cos of one pair share "
+            Mistake("exponent-uses-column",
+                    "the exponent uses the column index j (base^(j/d)); the sin and cos of one pair share "
                     "the frequency base^(2i/d), with i = j // 2.", _pe_variant(lambda c, d, b: b ** (-c / d))),
-            Mistake("the exponent is i/d instead of 2i/d (i = j // 2 is the pair index).",
+            Mistake("exponent-i-over-d", "the exponent is i/d instead of 2i/d (i = j // 2 is the pair index).",
                     _pe_variant(lambda c, d, b: b ** (-(c // 2) / d))),
-            Mistake("the exponent is 2j/d with the column index j: use 2i/d with the pair index i = j // 2.",
+            Mistake("exponent-2j-over-d",
+                    "the exponent is 2j/d with the column index j: use 2i/d with the pair index i = j // 2.",
                     _pe_variant(lambda c, d, b: b ** (-2 * c / d))),
-            Mistake("the base is not used as given: divide the position by base^(2i/d) with the `base` argument.",
+            Mistake("base-ignored",
+                    "the base is not used as given: divide the position by base^(2i/d) with the `base` argument.",
                     lambda n, d, base: sinusoidal_encoding(n, d, 10000.0)),
         ],
         names=("encoding",),
@@ -85,14 +90,17 @@ def check_rotation_matrix(answer) -> int:
         rotation_matrix,
         cases,
         [
-            Mistake("the rotation goes the wrong way (it shifts by -k): PE(pos+k) = M_k PE(pos) needs the "
+            Mistake("rotation-reversed",
+                    "the rotation goes the wrong way (it shifts by -k): PE(pos+k) = M_k PE(pos) needs the "
                     "blocks [[cos, sin], [-sin, cos]] of angle k*omega.",
                     lambda k, d, base: rotation_matrix(k, d, base).T.contiguous()),
-            Mistake("the angle is omega, not k * omega: M_k rotates each pair by k times its frequency.",
+            Mistake("angle-not-times-k",
+                    "the angle is omega, not k * omega: M_k rotates each pair by k times its frequency.",
                     lambda k, d, base: rotation_matrix(1, d, base)),
-            Mistake("cos and sin are swapped inside the 2 x 2 blocks.",
+            Mistake("sin-cos-swapped", "cos and sin are swapped inside the 2 x 2 blocks.",
                     lambda k, d, base: _swap_block_entries(rotation_matrix(k, d, base))),
-            Mistake("the exponent is i/d instead of 2i/d: pair i turns at the frequency base^(-2i/d).",
+            Mistake("exponent-i-over-d",
+                    "the exponent is i/d instead of 2i/d: pair i turns at the frequency base^(-2i/d).",
                     lambda k, d, base: rotation_matrix(k, 2 * d, base)[: d, : d]),
         ],
         names=("M_k",),

@@ -50,19 +50,22 @@ def check_layer_norm(answer) -> int:
         _layer_norm,
         _layer_norm_cases(),
         [
-            Mistake("the variance is unbiased (divided by d - 1): LayerNorm divides by d (unbiased=False).",
+            Mistake("unbiased-variance",
+                    "the variance is unbiased (divided by d - 1): LayerNorm divides by d (unbiased=False).",
                     lambda x, g, b, eps: normed(x, eps, unbiased=True) * g + b),
-            Mistake("eps is outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps.",
+            Mistake("eps-outside-sqrt",
+                    "eps is outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps.",
                     lambda x, g, b, eps: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False)
                                                                            + eps) * g + b),
-            Mistake("the statistics are taken over the wrong axis: normalise each vector over its d features "
+            Mistake("wrong-axis",
+                    "the statistics are taken over the wrong axis: normalise each vector over its d features "
                     "(the last axis), not across the batch.",
                     lambda x, g, b, eps: normed(x, eps, dim=0) * g + b),
-            Mistake("gamma and beta are not applied: return gamma * normalised + beta.",
+            Mistake("affine-missing", "gamma and beta are not applied: return gamma * normalised + beta.",
                     lambda x, g, b, eps: normed(x, eps)),
-            Mistake("gamma and beta are swapped: scale by gamma, then shift by beta.",
+            Mistake("gamma-beta-swapped", "gamma and beta are swapped: scale by gamma, then shift by beta.",
                     lambda x, g, b, eps: normed(x, eps) * b + g),
-            Mistake("eps is ignored: add it to the variance inside the square root.",
+            Mistake("eps-ignored", "eps is ignored: add it to the variance inside the square root.",
                     lambda x, g, b, eps: normed(x, 0.0) * g + b),
         ],
         names=("normalised",),
@@ -89,12 +92,14 @@ def _ffn_cases() -> list[ModuleCase]:
 
 def _ffn_mistakes(ffn: PositionWiseFFN) -> list[Mistake]:
     return [
-        Mistake("the activation is missing: relu(W_1 x + b_1) before W_2.", lambda x: ffn.W_2(ffn.W_1(x))),
-        Mistake("the activation is applied after W_2 instead of between W_1 and W_2.",
+        Mistake("activation-missing",
+                "the activation is missing: relu(W_1 x + b_1) before W_2.", lambda x: ffn.W_2(ffn.W_1(x))),
+        Mistake("activation-after-w2", "the activation is applied after W_2 instead of between W_1 and W_2.",
                 lambda x: F.relu(ffn.W_2(ffn.W_1(x)))),
-        Mistake("the activation is GELU: this FFN uses ReLU, as in the 2017 paper.",
+        Mistake("gelu-not-relu", "the activation is GELU: this FFN uses ReLU, as in the 2017 paper.",
                 lambda x: ffn.W_2(F.gelu(ffn.W_1(x)))),
-        Mistake("the residual belongs to the block, not the FFN: return W_2 relu(W_1 x + b_1) + b_2 alone.",
+        Mistake("residual-in-ffn",
+                "the residual belongs to the block, not the FFN: return W_2 relu(W_1 x + b_1) + b_2 alone.",
                 lambda x: x + ffn.W_2(F.relu(ffn.W_1(x)))),
     ]
 
@@ -126,16 +131,17 @@ def _block_mistakes(block: EncoderBlock) -> list[Mistake]:
     attn = lambda x, mask: block.attention(x, mask=mask)[0]  # noqa: E731
     n1, n2, ffn = block.norm1, block.norm2, block.ffn
     return [
-        Mistake("the norms come before the sub-layers (pre-norm): the 2017 block normalises after the residual "
+        Mistake("pre-norm",
+                "the norms come before the sub-layers (pre-norm): the 2017 block normalises after the residual "
                 "sum, x = norm(x + sublayer(x)).",
                 lambda x, mask: (lambda h: h + ffn(n2(h)))(x + attn(n1(x), mask))),
-        Mistake("the residual is added after the norm: it goes inside, norm(x + sublayer(x)).",
+        Mistake("residual-after-norm", "the residual is added after the norm: it goes inside, norm(x + sublayer(x)).",
                 lambda x, mask: (lambda h: n2(ffn(h)) + h)(n1(attn(x, mask)) + x)),
-        Mistake("the residual connections are missing: add each sub-layer's input to its output.",
+        Mistake("residual-missing", "the residual connections are missing: add each sub-layer's input to its output.",
                 lambda x, mask: n2(ffn(n1(attn(x, mask))))),
-        Mistake("norm1 and norm2 are swapped: norm1 follows attention, norm2 the FFN.",
+        Mistake("norms-swapped", "norm1 and norm2 are swapped: norm1 follows attention, norm2 the FFN.",
                 lambda x, mask: (lambda h: n1(h + ffn(h)))(n2(x + attn(x, mask)))),
-        Mistake("the mask is not passed to the attention.",
+        Mistake("mask-not-passed", "the mask is not passed to the attention.",
                 lambda x, mask: (lambda h: n2(h + ffn(h)))(n1(x + attn(x, None)))),
     ]
 

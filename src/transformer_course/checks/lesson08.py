@@ -56,19 +56,22 @@ def _decoder_mistakes(block: DecoderBlock) -> list[Mistake]:
         return ca(x, memory, memory, mask=memory_mask)[0]
 
     return [
-        Mistake("the causal mask is missing from the masked self-attention: position t must not see t+1 ...",
+        Mistake("causal-mask-missing",
+                "the causal mask is missing from the masked self-attention: position t must not see t+1 ...",
                 post_norm(lambda x, m, s, mm: sa(x)[0], cross_ok)),
-        *[Mistake(KV_FROM_DECODER, post_norm(self_ok, wrong)) for wrong in (
+        *[Mistake("kv-from-decoder", KV_FROM_DECODER, post_norm(self_ok, wrong)) for wrong in (
             lambda x, m, s, mm: ca(x, x, x)[0], lambda x, m, s, mm: ca(x, x, x, mask=mm)[0])],
-        *[Mistake(Q_FROM_ENCODER, post_norm(self_ok, wrong)) for wrong in (
+        *[Mistake("queries-from-encoder", Q_FROM_ENCODER, post_norm(self_ok, wrong)) for wrong in (
             lambda x, m, s, mm: ca(m, m, m, mask=mm)[0], lambda x, m, s, mm: ca(m, m, m)[0],
             lambda x, m, s, mm: ca(m, x, x)[0])],
-        Mistake("the source padding mask is not passed to the cross-attention.",
+        Mistake("padding-mask-missing", "the source padding mask is not passed to the cross-attention.",
                 post_norm(self_ok, lambda x, m, s, mm: ca(x, m, m)[0])),
-        Mistake("the sub-layers are in the wrong order: masked self-attention, then cross-attention, then FFN.",
+        Mistake("sublayers-out-of-order",
+                "the sub-layers are in the wrong order: masked self-attention, then cross-attention, then FFN.",
                 lambda x, m, s, mm: (lambda h: n3(h + ffn(h)))(
                     (lambda h: n2(h + sa(h, mask=s)[0]))(n1(x + ca(x, m, m, mask=mm)[0])))),
-        Mistake("the norms come before the sub-layers (pre-norm): this block is post-norm, norm(x + sublayer(x)).",
+        Mistake("pre-norm",
+                "the norms come before the sub-layers (pre-norm): this block is post-norm, norm(x + sublayer(x)).",
                 lambda x, m, s, mm: (lambda h: h + ffn(n3(h)))(
                     (lambda h: h + ca(n2(h), m, m, mask=mm)[0])(x + sa(n1(x), mask=s)[0]))),
     ]
@@ -105,23 +108,28 @@ def _prenorm_mistakes(block: DecoderBlock) -> list[Mistake]:
         return ca(n2(x), m, m, mask=mm)[0]
 
     return [
-        Mistake("this is the post-norm block, norm(x + sublayer(x)): in pre-norm the residual stream is never "
+        Mistake("post-norm",
+                "this is the post-norm block, norm(x + sublayer(x)): in pre-norm the residual stream is never "
                 "normalised, each sub-layer reads norm(x) and its output is added to x.",
                 lambda x, m, s, mm: n3((lambda h: h + ffn(h))(n2((lambda h: h + ca(h, m, m, mask=mm)[0])(
                     n1(x + sa(x, mask=s)[0])))))),
-        Mistake("the residual adds the normalised input, norm(x) + sublayer(norm(x)): add the sub-layer's output "
+        Mistake("residual-adds-normed",
+                "the residual adds the normalised input, norm(x) + sublayer(norm(x)): add the sub-layer's output "
                 "to x itself.",
                 lambda x, m, s, mm: (lambda h: n3(h) + ffn(n3(h)))((lambda h: n2(h) + ca(n2(h), m, m, mask=mm)[0])(
                     n1(x) + sa(n1(x), mask=s)[0]))),
-        Mistake("the memory is normalised too: in pre-norm only the decoder's queries go through norm2; the "
+        Mistake("memory-normalised",
+                "the memory is normalised too: in pre-norm only the decoder's queries go through norm2; the "
                 "encoder output is used as it is.",
                 pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), n2(m), n2(m), mask=mm)[0])),
-        Mistake("the causal mask is missing from the masked self-attention.",
+        Mistake("causal-mask-missing", "the causal mask is missing from the masked self-attention.",
                 pre_norm(lambda x, m, s, mm: sa(n1(x))[0], cross_ok)),
-        Mistake("the source padding mask is not passed to the cross-attention.",
+        Mistake("padding-mask-missing", "the source padding mask is not passed to the cross-attention.",
                 pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), m, m)[0])),
-        Mistake(KV_FROM_DECODER, pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), n2(x), n2(x), mask=mm)[0])),
-        Mistake("a final LayerNorm was applied to the block's output: pre-norm blocks return the residual stream "
+        Mistake("kv-from-decoder",
+                KV_FROM_DECODER, pre_norm(self_ok, lambda x, m, s, mm: ca(n2(x), n2(x), n2(x), mask=mm)[0])),
+        Mistake("final-norm-applied",
+                "a final LayerNorm was applied to the block's output: pre-norm blocks return the residual stream "
                 "as it is (the model normalises once, after the last block).",
                 lambda x, m, s, mm: n3(pre_norm(self_ok, cross_ok)(x, m, s, mm))),
     ]
@@ -184,11 +192,15 @@ def _gpt_mistakes(m: ReferenceGPT) -> list[Mistake]:
         return forward
 
     return [
-        Mistake("the positional encoding is added in every block: add it once, to the token embeddings.",
+        Mistake("positions-every-block",
+                "the positional encoding is added in every block: add it once, to the token embeddings.",
                 variant(positions_per_block=True)),
-        Mistake("the positions are missing: add self.positional to the token embeddings.", variant(positions=False)),
-        Mistake("the causal mask is missing: each block needs causal_mask(n).", variant(mask=False)),
-        Mistake("softmax was applied: return the logits.", lambda t: torch.softmax(variant()(t), -1)),
+        Mistake("positions-missing",
+                "the positions are missing: add self.positional to the token embeddings.", variant(positions=False)),
+        Mistake("causal-mask-missing",
+                "the causal mask is missing: each block needs causal_mask(n).", variant(mask=False)),
+        Mistake("softmax-applied",
+                "softmax was applied: return the logits.", lambda t: torch.softmax(variant()(t), -1)),
     ]
 
 
@@ -252,15 +264,16 @@ def check_parameter_count(answer) -> int:
         _count,
         cases,
         [
-            Mistake("with tied weights the head reuses the embedding matrix: count |V| d once.",
+            Mistake("tied-counted-twice", "with tied weights the head reuses the embedding matrix: count |V| d once.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, False)),
-            Mistake("the head has no bias in this model, and an untied head adds |V| d.",
+            Mistake("head-bias-counted", "the head has no bias in this model, and an untied head adds |V| d.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) + v),
-            Mistake("the learned position embeddings (max_len x d) are not counted.",
+            Mistake("positions-not-counted", "the learned position embeddings (max_len x d) are not counted.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) - n * d),
-            Mistake("a block has 12 d^2 + 13 d parameters: attention 4d^2 + 4d, FFN 8d^2 + 5d, two norms 4d.",
+            Mistake("block-miscounted",
+                    "a block has 12 d^2 + 13 d parameters: attention 4d^2 + 4d, FFN 8d^2 + 5d, two norms 4d.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) - L * 13 * d),
-            Mistake("the final LayerNorm (2d) is not counted.",
+            Mistake("final-norm-not-counted", "the final LayerNorm (2d) is not counted.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) - 2 * d),
         ],
         names=("count",),

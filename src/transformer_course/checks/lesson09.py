@@ -56,13 +56,17 @@ def check_teacher_forcing_loss(answer) -> int:
             _loss,
             _loss_cases(),
             [
-                Mistake("padding is counted in the loss: pass ignore_index=pad_id (0) so padded targets score nothing.",
+                Mistake("padding-in-loss",
+                        "padding is counted in the loss: pass ignore_index=pad_id (0) so padded targets score nothing.",
                         lambda m, s, t: ce(m(s, t[:, :-1]), t[:, 1:])),
-                Mistake("the target is not shifted: the decoder reads tgt[:, :-1] and must predict tgt[:, 1:].",
+                Mistake("not-shifted",
+                        "the target is not shifted: the decoder reads tgt[:, :-1] and must predict tgt[:, 1:].",
                         lambda m, s, t: ce(m(s, t), t, ignore_index=PAD)),
-                Mistake("the shift goes the wrong way: read tgt[:, :-1] (starting with <bos>), predict tgt[:, 1:].",
+                Mistake("shift-reversed",
+                        "the shift goes the wrong way: read tgt[:, :-1] (starting with <bos>), predict tgt[:, 1:].",
                         lambda m, s, t: ce(m(s, t[:, 1:]), t[:, :-1], ignore_index=PAD)),
-                Mistake("the loss is summed per sequence: average over the real (non-padding) target tokens.",
+                Mistake("summed-per-sequence",
+                        "the loss is summed per sequence: average over the real (non-padding) target tokens.",
                         lambda m, s, t: ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=PAD, reduction="sum") / len(t)),
             ],
             names=("loss",),
@@ -151,13 +155,14 @@ def _compare_lists(expected, got) -> str | None:
 @exercise("09.2", title="Greedy decoding", points=3)
 def check_greedy_decode(answer) -> int:
     mistakes = [
-        ("decoding never stops at <eos>: end a sentence at its first <eos> (and leave <eos> out).", _no_stop),
-        ("decoding stops too early: a sentence ends at its own <eos>; keep going until every row has one or "
-         "max_len tokens are made.", _stop_when_any),
-        ("the <eos> token is kept: return the tokens before it.",
-         lambda *a: [r + [EOS] if len(r) < a[4] else r for r in _greedy(*a)]),
-        ("the output starts with <bos>: return only the generated tokens.",
-         lambda *a: [[BOS] + r for r in _greedy(*a)]),
+        Mistake("never-stops", "decoding never stops at <eos>: end a sentence at its first <eos> (and leave <eos> "
+                "out).", _no_stop),
+        Mistake("stops-too-early", "decoding stops too early: a sentence ends at its own <eos>; keep going until "
+                "every row has one or max_len tokens are made.", _stop_when_any),
+        Mistake("eos-kept", "the <eos> token is kept: return the tokens before it.",
+                lambda *a: [r + [EOS] if len(r) < a[4] else r for r in _greedy(*a)]),
+        Mistake("bos-kept", "the output starts with <bos>: return only the generated tokens.",
+                lambda *a: [[BOS] + r for r in _greedy(*a)]),
     ]
     require_callable(answer)
     cases = _greedy_cases()
@@ -167,7 +172,6 @@ def check_greedy_decode(answer) -> int:
             got = call_answer(answer, case)
             problem = _compare_lists(expected, got)
             if problem:
-                hint = next((h for h, wrong in mistakes if _compare_lists(wrong(*case.fresh_args()), got) is None),
-                            None)
+                hint = next((m for m in mistakes if _compare_lists(m.wrong(*case.fresh_args()), got) is None), None)
                 raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}", mistake=hint)
     return len(cases)

@@ -63,13 +63,16 @@ def check_cached_step(answer) -> int:
             _step,
             _step_cases(),
             [
-                Mistake("the cache is appended along the wrong axis: keys and values are (B, n, d), add the new "
+                Mistake("cache-wrong-axis",
+                        "the cache is appended along the wrong axis: keys and values are (B, n, d), add the new "
                         "position on axis 1.", lambda *a: _step(*a, axis=2)),
-                Mistake("the positional offset is not advanced: the new token sits at `position`, so add "
+                Mistake("offset-not-advanced",
+                        "the positional offset is not advanced: the new token sits at `position`, so add "
                         "pe[position], not pe[0].", lambda *a: _step(*a, offset=False)),
-                Mistake("the new query attends only to itself: it must attend over the cached keys and values too.",
+                Mistake("cache-ignored",
+                        "the new query attends only to itself: it must attend over the cached keys and values too.",
                         lambda *a: _step(*a, use_cache=False)),
-                Mistake("the scores are not scaled by 1/sqrt(d).", lambda *a: _step(*a, scale=False)),
+                Mistake("not-scaled", "the scores are not scaled by 1/sqrt(d).", lambda *a: _step(*a, scale=False)),
             ],
             names=("output", "cache_k", "cache_v"),
         )
@@ -99,13 +102,16 @@ def _distribution(logits: torch.Tensor, k: int, temperature: float, rule: str = 
     return torch.softmax(scaled.masked_fill(~kept, float("-inf")), -1)
 
 
-SAMPLING_MISTAKES = {
-    "k+1": "top-k keeps k + 1 tokens: keep exactly the k largest logits.",
-    "temperature after softmax": "the temperature is applied after the softmax, where it has no effect after "
-                                 "renormalising: divide the logits by it before the softmax.",
-    "temperature multiplies": "the logits are multiplied by the temperature: divide them by it.",
-    "masked with 0": "the dropped tokens' logits are set to 0 instead of -inf, so they keep some probability.",
-    "no top-k": "every token can be drawn: keep only the k largest logits.",
+SAMPLING_MISTAKES = {  # rule of _distribution -> the mistake
+    "k+1": Mistake("keeps-k-plus-1", "top-k keeps k + 1 tokens: keep exactly the k largest logits."),
+    "temperature after softmax": Mistake(
+        "temperature-after-softmax", "the temperature is applied after the softmax, where it has no effect after "
+        "renormalising: divide the logits by it before the softmax."),
+    "temperature multiplies": Mistake("temperature-multiplies",
+                                      "the logits are multiplied by the temperature: divide them by it."),
+    "masked with 0": Mistake("masked-with-zero", "the dropped tokens' logits are set to 0 instead of -inf, so they "
+                             "keep some probability."),
+    "no top-k": Mistake("no-top-k", "every token can be drawn: keep only the k largest logits."),
 }
 
 
@@ -210,19 +216,26 @@ def check_cached_stack_step(answer) -> int:
             _stack_step,
             _stack_cases(),
             [
-                Mistake("every layer computes the new token's key and value from the stack's input x: layer l "
+                Mistake("layers-read-input",
+                        "every layer computes the new token's key and value from the stack's input x: layer l "
                         "reads the output of layer l - 1, and so must its keys and values (and its query).",
                         lambda *a: _stack_step(*a, keys_from="stack input")),
-                Mistake("the residual connection is missing: each layer adds its attention output to its input, "
+                Mistake("residual-missing",
+                        "the residual connection is missing: each layer adds its attention output to its input, "
                         "x = x + W_o(...).", lambda *a: _stack_step(*a, residual=False)),
-                Mistake("the new token does not attend to itself: append its key and value to the cache before "
+                Mistake("new-token-not-cached",
+                        "the new token does not attend to itself: append its key and value to the cache before "
                         "computing the scores.", lambda *a: _stack_step(*a, itself=False)),
-                Mistake("the scores are divided by sqrt(d), the model's width: each head divides by sqrt(d_h), "
+                Mistake("scaled-by-d-model",
+                        "the scores are divided by sqrt(d), the model's width: each head divides by sqrt(d_h), "
                         "its own width.", lambda *a: _stack_step(*a, scale="model")),
-                Mistake("the heads are concatenated but not mixed by W_o.", lambda *a: _stack_step(*a, w_o=False)),
-                Mistake("every layer reads the first layer's cache: layer l attends over cache_k[l], cache_v[l].",
+                Mistake("w-o-missing",
+                        "the heads are concatenated but not mixed by W_o.", lambda *a: _stack_step(*a, w_o=False)),
+                Mistake("first-layer-cache",
+                        "every layer reads the first layer's cache: layer l attends over cache_k[l], cache_v[l].",
                         lambda *a: _stack_step(*a, cache_of="first layer")),
-                Mistake("the caches returned are the ones given: return them with the new token's keys and values "
+                Mistake("caches-not-updated",
+                        "the caches returned are the ones given: return them with the new token's keys and values "
                         "appended, (L, B, h, n_past + 1, d_h).", lambda *a: _stack_step(*a, update=False)),
             ],
             names=("output", "cache_k", "cache_v"),

@@ -35,15 +35,16 @@ def check_rms_norm(answer) -> int:
         _rms,
         _rms_cases(),
         [
-            Mistake("the mean is subtracted: RMSNorm divides by the root mean square of x itself, with no centring "
+            Mistake("mean-subtracted",
+                    "the mean is subtracted: RMSNorm divides by the root mean square of x itself, with no centring "
                     "(that is LayerNorm).", lambda x, w, eps: _rms(x - x.mean(-1, keepdim=True), w, eps)),
-            Mistake("the standard deviation is used: divide by sqrt(mean(x^2) + eps), not by x.std().",
+            Mistake("std-not-rms", "the standard deviation is used: divide by sqrt(mean(x^2) + eps), not by x.std().",
                     lambda x, w, eps: x / torch.sqrt(x.var(-1, keepdim=True) + eps) * w),
-            Mistake("eps is outside the square root: sqrt(mean(x^2) + eps).",
+            Mistake("eps-outside-sqrt", "eps is outside the square root: sqrt(mean(x^2) + eps).",
                     lambda x, w, eps: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w),
-            Mistake("the weight is not applied: multiply by weight at the end.",
+            Mistake("weight-missing", "the weight is not applied: multiply by weight at the end.",
                     lambda x, w, eps: _rms(x, torch.ones_like(w), eps)),
-            Mistake("the mean of x^2 is taken over the wrong axis: use the last axis (the features).",
+            Mistake("wrong-axis", "the mean of x^2 is taken over the wrong axis: use the last axis (the features).",
                     lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * w),
         ],
         names=("normalised",),
@@ -96,15 +97,16 @@ def check_rotary(answer) -> int:
         _rope,
         _rope_cases(),
         [
-            Mistake("the rotation goes the wrong way: the pair (a, b) at angle t becomes "
+            Mistake("rotation-reversed", "the rotation goes the wrong way: the pair (a, b) at angle t becomes "
                     "(a cos t - b sin t, a sin t + b cos t).", lambda q, k, o: _rope_pair(q, k, o, sign=-1)),
-            Mistake("features are paired as (i, i + d/2): this course pairs neighbours (2i, 2i+1), as "
+            Mistake("halves-paired", "features are paired as (i, i + d/2): this course pairs neighbours (2i, 2i+1), as "
                     "sinusoidal_encoding does.", lambda q, k, o: _rope_pair(q, k, o, pairing="halves")),
-            Mistake("the offset is ignored: the first of these positions is `offset`, not 0.",
+            Mistake("offset-ignored", "the offset is ignored: the first of these positions is `offset`, not 0.",
                     lambda q, k, o: _rope_pair(q, k, o, positions_from_zero=True)),
-            Mistake("only the queries are rotated: rotate the keys too, so q_m . k_n depends on m - n.",
+            Mistake("keys-not-rotated",
+                    "only the queries are rotated: rotate the keys too, so q_m . k_n depends on m - n.",
                     lambda q, k, o: (_rope(q, k, o)[0], k)),
-            Mistake("the frequencies use base^(-i/d) per feature: pair i turns at base^(-2i/d).",
+            Mistake("exponent-i-over-d", "the frequencies use base^(-i/d) per feature: pair i turns at base^(-2i/d).",
                     lambda q, k, o: _rope_pair(q, k, o, base=10000.0 ** 0.5)),
         ],
         names=("q_rotated", "k_rotated"),
@@ -145,14 +147,18 @@ def check_grouped_query_attention(answer) -> int:
         lambda q, k, v: _gqa(q, k, v),
         _gqa_cases(),
         [
-            Mistake("the key/value heads are tiled (0, 1, 0, 1, ...) instead of grouped (0, 0, 1, 1, ...): query "
+            Mistake("kv-heads-tiled",
+                    "the key/value heads are tiled (0, 1, 0, 1, ...) instead of grouped (0, 0, 1, 1, ...): query "
                     "head i uses key/value head i // (h / h_kv); use repeat_interleave.",
                     lambda q, k, v: _gqa(q, k, v, interleave=False)),
-            Mistake("the scores are scaled by sqrt(h * d_head): scale by the width of one head, sqrt(d_head).",
+            Mistake("scaled-by-d-model",
+                    "the scores are scaled by sqrt(h * d_head): scale by the width of one head, sqrt(d_head).",
                     lambda q, k, v: _gqa(q, k, v, scale_by=q.shape[-1] * q.shape[-3])),
-            Mistake("every query head uses key/value head 0: each group of h / h_kv query heads has its own.",
+            Mistake("one-kv-head",
+                    "every query head uses key/value head 0: each group of h / h_kv query heads has its own.",
                     lambda q, k, v: _gqa(q, k[:, :1], v[:, :1])),
-            Mistake("softmax over the wrong axis: each query's weights over the keys (axis -1) sum to 1.",
+            Mistake("softmax-wrong-axis",
+                    "softmax over the wrong axis: each query's weights over the keys (axis -1) sum to 1.",
                     lambda q, k, v: _gqa(q, k, v, dim=-2)),
         ],
         names=("output", "weights"),

@@ -76,25 +76,31 @@ def check_smoothed_loss(answer) -> int:
         _smoothed,
         _smoothed_cases(),
         [
-            Mistake("<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
+            Mistake("pad-gets-smoothing",
+                    "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
                     "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad too")),
-            Mistake("epsilon is spread over all |V| classes, the right one and <pad> included: that is PyTorch's "
+            Mistake("smoothing-over-all-classes",
+                    "epsilon is spread over all |V| classes, the right one and <pad> included: that is PyTorch's "
                     "label_smoothing=, which this task replaces by 1 - epsilon on the right token and "
                     "epsilon / (|V| - 2) on each token that is neither the right one nor <pad>.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="all")),
-            Mistake("positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
+            Mistake("pad-positions-scored",
+                    "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
                     "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all", mean="all")),
-            Mistake("the mean divides by all B x n positions: divide by the number of targets that are not <pad>.",
+            Mistake("mean-over-all-positions",
+                    "the mean divides by all B x n positions: divide by the number of targets that are not <pad>.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="all")),
-            Mistake("the loss is summed: average it over the targets that are not <pad>.",
+            Mistake("loss-summed", "the loss is summed: average it over the targets that are not <pad>.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="sum")),
-            Mistake("the right token gets probability 1 on top of the smoothing: give it 1 - epsilon, so that the "
+            Mistake("target-not-lowered",
+                    "the right token gets probability 1 on top of the smoothing: give it 1 - epsilon, so that the "
                     "smoothed target sums to 1.", lambda lg, t, e, p: _smoothed(lg, t, e, p, right=1.0)),
-            Mistake("this is the KL divergence from the smoothed target, lower than the cross-entropy by the "
+            Mistake("kl-not-cross-entropy",
+                    "this is the KL divergence from the smoothed target, lower than the cross-entropy by the "
                     "target's entropy: compute the cross-entropy -sum_v q_v log p_v.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, p, kl=True)),
-            Mistake("<pad> is taken to be token 0: use the pad_id argument.",
+            Mistake("pad-id-ignored", "<pad> is taken to be token 0: use the pad_id argument.",
                     lambda lg, t, e, p: _smoothed(lg, t, e, 0)),
         ],
         names=("loss",),
@@ -143,18 +149,22 @@ def _compare_rate(expected: float, got) -> str | None:
 @exercise("12.2", title="The warm-up / inverse-square-root learning rate", points=1)
 def check_noam(answer) -> int:
     mistakes = [
-        Mistake("the step is off by one (the peak comes a step early): steps count from 1, and the rate peaks at "
+        Mistake("step-off-by-one-early",
+                "the step is off by one (the peak comes a step early): steps count from 1, and the rate peaks at "
                 "step = warmup_steps.", lambda *a: _noam(*a, shift=1)),
-        Mistake("the step is off by one (the peak comes a step late): steps count from 1, the first update is "
+        Mistake("step-off-by-one-late",
+                "the step is off by one (the peak comes a step late): steps count from 1, the first update is "
                 "step 1, and the rate peaks at step = warmup_steps.", lambda *a: _noam(*a, shift=-1)),
-        Mistake("the factor d_model^-0.5 is missing.", lambda *a: _noam(*a, d_power=0.0)),
-        Mistake("the factor is d_model^0.5: it is d_model^-0.5, smaller for wider models.",
+        Mistake("d-model-factor-missing", "the factor d_model^-0.5 is missing.", lambda *a: _noam(*a, d_power=0.0)),
+        Mistake("d-model-factor-inverted", "the factor is d_model^0.5: it is d_model^-0.5, smaller for wider models.",
                 lambda *a: _noam(*a, d_power=0.5)),
-        Mistake("the warm-up line is step * warmup_steps^-0.5: it is step * warmup_steps^-1.5, which meets "
+        Mistake("warmup-exponent-wrong",
+                "the warm-up line is step * warmup_steps^-0.5: it is step * warmup_steps^-1.5, which meets "
                 "step^-0.5 at step = warmup_steps.", lambda *a: _noam(*a, warmup_power=-0.5)),
-        Mistake("max instead of min: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5.",
+        Mistake("max-not-min", "max instead of min: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5.",
                 lambda *a: _noam(*a, pick=max)),
-        Mistake("the rate decays as 1 / step: it decays as step^-0.5, the inverse square root.",
+        Mistake("decays-as-1-over-step",
+                "the rate decays as 1 / step: it decays as step^-0.5, the inverse square root.",
                 lambda *a: _noam(*a, decay=-1.0)),
     ]
     require_callable(answer)
@@ -171,7 +181,7 @@ def check_noam(answer) -> int:
                 except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
                     continue
                 if _compare_rate(wrong, got) is None:
-                    hint = mistake.hint
+                    hint = mistake
                     break
             raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}", mistake=hint)
     return len(cases)
@@ -293,28 +303,35 @@ def _beam(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha, *, penalty=
 
 
 BEAM_MISTAKES = [
-    Mistake("no length penalty: rank hypotheses by log P(Y) / ((5 + |Y|) / 6)^alpha, during the search and at the "
+    Mistake("no-length-penalty",
+            "no length penalty: rank hypotheses by log P(Y) / ((5 + |Y|) / 6)^alpha, during the search and at the "
             "end.", lambda *a: _beam(*a, penalty=False)),
-    Mistake("finished hypotheses are extended: a hypothesis that ends with <eos> is finished; carry it over "
+    Mistake("finished-extended",
+            "finished hypotheses are extended: a hypothesis that ends with <eos> is finished; carry it over "
             "unchanged (same score, same |Y|) and stop when every hypothesis in the beam is finished.",
             lambda *a: _beam(*a, finished_stay=False)),
-    Mistake("the scores are probabilities multiplied together: add the log-probabilities, log P(Y) = sum of "
+    Mistake("probabilities-multiplied",
+            "the scores are probabilities multiplied together: add the log-probabilities, log P(Y) = sum of "
             "log p(y_t | ...), and divide that sum by the length penalty.", lambda *a: _beam(*a, space="product")),
-    Mistake("the scores are probabilities added together: add the log-probabilities, log P(Y) = sum of "
+    Mistake("probabilities-added",
+            "the scores are probabilities added together: add the log-probabilities, log P(Y) = sum of "
             "log p(y_t | ...), and divide that sum by the length penalty.", lambda *a: _beam(*a, space="sum")),
-    Mistake("each hypothesis keeps only its best continuation (that is greedy decoding): consider every token for "
+    Mistake("greedy-per-hypothesis",
+            "each hypothesis keeps only its best continuation (that is greedy decoding): consider every token for "
             "every hypothesis, beam_size x |V| candidates, and keep the beam_size best of them all.",
             lambda *a: _beam(*a, per_hypothesis=1)),
-    Mistake("the final choice ignores the length penalty: return the hypothesis of the beam with the best "
+    Mistake("final-choice-unpenalised",
+            "the final choice ignores the length penalty: return the hypothesis of the beam with the best "
             "log P(Y) / ((5 + |Y|) / 6)^alpha, not the best log P(Y).", lambda *a: _beam(*a, final="raw")),
-    Mistake("the length penalty is applied only at the end: rank the candidates by "
+    Mistake("penalty-only-at-end", "the length penalty is applied only at the end: rank the candidates by "
             "log P(Y) / ((5 + |Y|) / 6)^alpha at every step too.", lambda *a: _beam(*a, during_search=False)),
-    Mistake("|Y| leaves out the <eos>: it counts every token after <bos>, the <eos> included.",
+    Mistake("length-without-eos", "|Y| leaves out the <eos>: it counts every token after <bos>, the <eos> included.",
             lambda *a: _beam(*a, eos_counted=False)),
-    Mistake("the search stops as soon as the best hypothesis is finished: go on until every hypothesis in the beam "
+    Mistake("stops-too-early",
+            "the search stops as soon as the best hypothesis is finished: go on until every hypothesis in the beam "
             "is finished (or max_len tokens are written), then return the best.", lambda *a: _beam(*a, stop="first")),
-    Mistake("the result starts with <bos>: return the tokens after it.", lambda *a: [a[1], *_beam(*a)]),
-    Mistake("the <eos> is left out: a finished hypothesis ends with it.",
+    Mistake("bos-kept", "the result starts with <bos>: return the tokens after it.", lambda *a: [a[1], *_beam(*a)]),
+    Mistake("eos-left-out", "the <eos> is left out: a finished hypothesis ends with it.",
             lambda *a: [t for t in _beam(*a) if t != a[2]]),
 ]
 
@@ -394,4 +411,4 @@ def check_beam_search(answer) -> int:
     hint = (everywhere or matches or [None])[0]
     raise CheckFailed(f"wrong result for {case.describe()}\n  expected {expected}{_describe_score(case, expected)}"
                       f"\n  got      {tokens}{_describe_score(case, tokens)}",
-                      mistake=hint.hint if hint else None)
+                      mistake=hint)

@@ -130,6 +130,11 @@ FORGED_RECORD = (
 
 def feedback(exercise: str, source: str, **overrides) -> str:
     """What `check(exercise, <the function defined by source>)` says here, without the 'id title: ' prefix."""
+    return feedback_and_mistake(exercise, source, **overrides)[0]
+
+
+def feedback_and_mistake(exercise: str, source: str, **overrides) -> tuple[str, str]:
+    """:func:`feedback`, and the gradebook's name of the mistake the check recognised ('' if none)."""
     filename = f"<answer {exercise} {abs(hash(source))}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace = {"torch": torch, "nn": nn, "__name__": "__main__", **overrides}
@@ -139,7 +144,8 @@ def feedback(exercise: str, source: str, **overrides) -> str:
     prefix = f"{exercise} {TITLES[exercise]}: "
     message = str(failure.value)
     assert message.startswith(prefix)
-    return message[len(prefix):].strip()  # the grader strips trailing blanks
+    mistake = f"{exercise}/{failure.value.mistake.id}" if failure.value.mistake else ""
+    return message[len(prefix):].strip(), mistake  # the grader strips trailing blanks
 
 
 def stub(exercise: str) -> str:
@@ -169,8 +175,9 @@ def passed(exercise: str) -> tuple[str, str]:
     return "passed", f"all {cases(exercise)} cases passed"
 
 
-def failed(exercise: str, source: str, **overrides) -> tuple[str, str]:
-    return "failed", feedback(exercise, source, **overrides)
+def failed(exercise: str, source: str, **overrides) -> tuple[str, str, str]:
+    """A failed row: its message and the mistake column."""
+    return "failed", *feedback_and_mistake(exercise, source, **overrides)
 
 
 def tampered(changes: str, result: tuple[str, str]) -> tuple[str, str]:
@@ -186,7 +193,7 @@ NOT_READ = "the notebook could not be read: "
 MISSING = ("missing", f"no {NAME} in the submission")
 
 
-Expected = dict[str, tuple[str, str]]  # exercise -> (status, message)
+Expected = dict[str, tuple[str, ...]]  # exercise -> (status, message) or, for a failed row, (status, message, mistake)
 STUDENTS: dict[str, Callable[[Path], Expected]] = {}
 
 
@@ -428,9 +435,10 @@ def expected_rows(expected: dict) -> list[list[str]]:
     rows = []
     for student in sorted(expected):
         for ex in sorted(expected[student]):
-            status, message = expected[student][ex]
+            status, message, *mistake = expected[student][ex]
             points = POINTS[ex] if status == "passed" or (status == "tampered" and "run: passed:" in message) else 0
-            rows.append([student, NAME, ex, TITLES[ex], str(points), str(POINTS[ex]), status, message])
+            mistake = mistake[0] if mistake else ""
+            rows.append([student, NAME, ex, TITLES[ex], str(points), str(POINTS[ex]), status, message, mistake])
     return rows
 
 

@@ -23,18 +23,25 @@ from transformer_course.grading.report import COLUMNS, Row, read_csv
 
 
 def test_merge_grades_applies_a_regrade(tmp_path, capsys):
-    def book(name, rows):
+    def book(name, rows, columns=COLUMNS):
         path = tmp_path / name
-        path.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+        path.write_text(",".join(columns) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
         return path
 
+    # A gradebook written before the mistake column existed, and a regrade with it: they merge.
     old = book("grades.csv", [("ann", NAME, "01.1", "t", 0, 2, "failed", "x"), ("bo", NAME, "01.1", "t", 2, 2,
-                                                                                  "passed", "y")])
-    regrade = book("ann.csv", [("ann", NAME, "01.1", "t", 2, 2, "passed", "z")])
+                                                                                  "passed", "y"),
+                              ("cy", NAME, "01.1", "t", 0, 2, "failed", "w")], columns=COLUMNS[:-1])
+    assert [r.mistake for r in read_csv(old)] == ["", "", ""]
+    regrade = book("ann.csv", [("ann", NAME, "01.1", "t", 0, 2, "failed", "z", "01.1/head-not-transposed")])
     out = tmp_path / "merged.csv"
     assert main(["merge-grades", str(old), str(regrade), "--out", str(out)]) == 0
-    assert [(r.student, r.points, r.message) for r in read_csv(out)] == [("ann", 2, "z"), ("bo", 2, "y")]
+    assert [(r.student, r.points, r.message, r.mistake) for r in read_csv(out)] == [
+        ("ann", 0, "z", "01.1/head-not-transposed"), ("bo", 2, "y", ""), ("cy", 0, "w", "")]
+    assert out.read_text().splitlines()[0] == ",".join(COLUMNS)  # the merged file has the column
     assert "ann: the rows from" in capsys.readouterr().err
+    short = book("short.csv", [("ann", NAME, "01.1", "t", 0, 2, "failed", "x")])  # new header, old row
+    assert main(["merge-grades", str(short)]) == 2
     assert main(["merge-grades", str(tmp_path / "nope.csv")]) == 2
     (tmp_path / "bad.csv").write_text("a,b\n")
     assert main(["merge-grades", str(tmp_path / "bad.csv")]) == 2
@@ -151,7 +158,8 @@ def test_both_layouts_are_found_and_stray_files_noted(tmp_path):
 
 
 def test_row_fields_match_the_documented_columns():
-    assert COLUMNS == ["student", "notebook", "exercise", "title", "points", "max_points", "status", "message"]
+    assert COLUMNS == ["student", "notebook", "exercise", "title", "points", "max_points", "status", "message",
+                       "mistake"]
     assert [f for f in Row.__dataclass_fields__] == COLUMNS
 
 
@@ -502,3 +510,39 @@ def test_review_notes_flag_the_number_word_generator():
     answer = ("model = Seq2SeqTransformer(config)\nhistory = train(model, batches, loss_of, max_steps=300)\n"
               "scores = evaluate_translator(model, valid_pairs)\ntranslator = model")
     assert review_notes([answer]) == []
+
+
+def test_a_recognised_mistake_travels_from_the_kernel_to_its_row(tmp_path, monkeypatch):
+    """The grader's check in the kernel writes the mistake's id, the plugin reads it after the check cell, the
+    grader keeps it if it is a well-formed id, and the failed row names it as EXERCISE/ID."""
+    from transformer_course.grading import kernel, plugin
+    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.prepare import CheckCell, Prepared, Release
+    from transformer_course.grading.verdict import unit_rows
+
+    monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
+    with pytest.raises(CheckFailed) as failure:
+        kernel.check("01.2", lambda t: (t[..., 1:], t[..., :-1]))
+    written = plugin._read_mistake(tmp_path / "01.2.mistake")
+    assert written == failure.value.mistake.id == "inputs-targets-swapped"
+    with pytest.raises(CheckFailed):
+        kernel.check("01.1", lambda t, E, W, b: E[t] @ W.T + 2 * b)  # wrong, but no known mistake
+    assert not (tmp_path / "01.1.mistake").exists() and plugin._read_mistake(tmp_path / "01.1.mistake") == ""
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.mistake")
+        assert plugin._read_mistake(tmp_path / "fifo.mistake") == ""  # not read, and no wait for a writer
+
+    def failed(mistake):
+        return CellRecord.from_json({"state": "error", "ename": "CheckFailed", "evalue": "01.2 T: wrong",
+                                     "mistake": mistake})
+
+    assert failed("../../etc/passwd").mistake == failed("x" * 41).mistake == failed(["a"]).mistake == ""
+    release = Release("01_x.ipynb", None, [CheckCell("a", "01.2", "T", 2), CheckCell("b", "01.3", "U", 1),
+                                           CheckCell("c", "01.4", "V", 1)])
+    run = RunResult(cells={"a": failed(written), "b": failed(""), "c": CellRecord("ok", confirm=Confirmation(
+        "passed", "", 3))})
+    rows = unit_rows("amy", release, Prepared(None, {"a": "01.2", "b": "01.3", "c": "01.4"}), run, Limits())
+    assert [(r.status, r.mistake) for r in rows] == [("failed", "01.2/inputs-targets-swapped"), ("failed", ""),
+                                                     ("passed", "")]
+    tampered = Prepared(None, {"a": "01.2"}, tampered={"01.2": ["the check cell was deleted"]})
+    assert unit_rows("amy", Release("01_x.ipynb", None, release.checks[:1]), tampered, run, Limits())[0].mistake == ""

@@ -26,6 +26,7 @@ from typing import Literal, get_args
 
 import nbformat
 
+from transformer_course.checks.core import MISTAKE_ID, MISTAKE_ID_MAX
 from transformer_course.grading import plugin
 from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
 from transformer_course.grading.messages import sanitize
@@ -72,14 +73,18 @@ class CellRecord:
     ename: str = ""
     evalue: str = ""
     confirm: Confirmation | None = None  # for a check cell whose reply was ok: the replay outside the kernel
+    mistake: str = ""  # for a check cell that failed: the id of the known mistake it recognised, if any
 
     @classmethod
     def from_json(cls, data) -> CellRecord:
         """From the plugin's JSON; anything unexpected (the file is written by a process we cannot trust
-        completely) reads as a lost cell."""
+        completely) reads as a lost cell, and a mistake id that is not a well-formed slug as none."""
         if not isinstance(data, dict) or data.get("state") not in get_args(CellState):
             return cls("lost")
-        return cls(data["state"], str(data.get("ename", "")), str(data.get("evalue", "")))
+        mistake = data.get("mistake")
+        well_formed = isinstance(mistake, str) and MISTAKE_ID.fullmatch(mistake) and len(mistake) <= MISTAKE_ID_MAX
+        return cls(data["state"], str(data.get("ename", "")), str(data.get("evalue", "")),
+                   mistake=mistake if well_formed else "")
 
 
 @dataclass(frozen=True)

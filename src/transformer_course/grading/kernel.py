@@ -11,6 +11,11 @@ check passes, the copies are saved (``torch.save``) to ``$TRANSFORMER_COURSE_GRA
 the grader re-runs the exercise's checker on them outside this kernel (:mod:`.replay`). Code in this
 process can be altered by the learner, so nothing here decides a grade: a missing, altered or forged
 record can only make a pass fail its confirmation, never make a wrong answer pass.
+
+When the check fails with a known mistake, its id goes to ``$TRANSFORMER_COURSE_GRADE_RECORDS/<id>.mistake``
+(one line, e.g. ``diagonal-excluded``); the grader's plugin reads it right after the check cell and the
+gradebook's ``mistake`` column shows it (``03.1/diagonal-excluded``). It labels a row that earned no points and
+decides nothing either.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from transformer_course.grading.messages import sanitize
 
 RECORDS_ENV = "TRANSFORMER_COURSE_GRADE_RECORDS"
 CASES_ENV = "TRANSFORMER_COURSE_GRADE_CASES_SEED"  # the grader's --cases-seed, when given
+MISTAKE_SUFFIX = ".mistake"  # <records>/<exercise id>.mistake: the id of the mistake a failed check recognised
 OPAQUE = "__opaque__"
 SEED = 2017  # torch's global generator during a graded check, in the kernel and in the replay
 _MAX_DEPTH = 4
@@ -66,6 +72,13 @@ def cases_seed() -> int | None:
     return int(text) if text.strip().lstrip("-").isdigit() else None
 
 
+def _write_mistake(path: Path, mistake_id: str) -> None:
+    try:
+        path.write_text(mistake_id + "\n", encoding="ascii")
+    except OSError:  # the label is a courtesy to the instructor: the check's own failure is what matters
+        pass
+
+
 def check(exercise_id: str, answer) -> None:
     """:func:`transformer_course.checks.check`, recording the learner's results for the grader.
 
@@ -87,15 +100,19 @@ def check(exercise_id: str, answer) -> None:
         outcome = ("raised", failure) if failure is not None else ("value", plain(result))
         calls.append((*outcome, torch.get_rng_state()))
 
+    folder = os.environ.get(RECORDS_ENV)
     previous, core.CALL_RECORDER = core.CALL_RECORDER, record
     previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed()
     state = torch.get_rng_state()
     torch.manual_seed(core.case_seed(SEED))
     try:
         core.check(exercise_id, answer)
+    except core.CheckFailed as failure:
+        if folder and failure.mistake is not None:
+            _write_mistake(Path(folder) / f"{exercise_id}{MISTAKE_SUFFIX}", failure.mistake.id)
+        raise
     finally:
         core.CALL_RECORDER, core.CASES_SEED = previous, previous_seed
         torch.set_rng_state(state)
-    folder = os.environ.get(RECORDS_ENV)
     if folder:
         torch.save({"exercise": exercise_id, "calls": calls}, Path(folder) / f"{exercise_id}.pt")

@@ -27,9 +27,11 @@ class Row:
     max_points: int
     status: Status
     message: str
+    mistake: str = ""  # a failed row's recognised mistake, EXERCISE/ID (03.1/diagonal-excluded); else empty
 
 
 COLUMNS = [f.name for f in fields(Row)]
+OLD_COLUMNS = COLUMNS[:-1]  # gradebooks written before the mistake column still read (with no mistakes)
 
 
 def exercise_key(exercise: str) -> tuple:
@@ -82,13 +84,16 @@ def read_csv(path: str | Path) -> list[Row]:
         raise BadGradebook(f"{path}: cannot be read ({error.__class__.__name__})") from None
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
-    if header != COLUMNS:
+    if header not in (COLUMNS, OLD_COLUMNS):
         raise BadGradebook(f"{path}: not a gradebook (expected the header {','.join(COLUMNS)})")
     rows = []
     for lineno, record in enumerate(reader, start=2):
         try:
-            student, notebook, exercise, title, points, max_points, status, message = map(_unescape, record)
-            rows.append(Row(student, notebook, exercise, title, int(points), int(max_points), status, message))
+            if len(record) != len(header):
+                raise ValueError
+            student, notebook, exercise, title, points, max_points, status, message, *mistake = map(_unescape, record)
+            rows.append(Row(student, notebook, exercise, title, int(points), int(max_points), status, message,
+                            *mistake))
         except ValueError:
             raise BadGradebook(f"{path}: row {lineno} is malformed") from None
         if status not in STATUSES:

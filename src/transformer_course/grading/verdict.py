@@ -13,6 +13,9 @@ The status of an exercise comes from its *released* check cell only, found by ce
 - ``missing``: the student handed in no such notebook;
 - ``tampered``: the check cell had been edited or deleted (it was restored and the released check
   decided the points), or the check passed inside the kernel but not outside it (0 points).
+
+A ``failed`` row also names the known mistake the check recognised, if any (``03.1/diagonal-excluded``): the id
+the kernel's check wrote for the plugin (:mod:`.kernel`), as a label only; it never changes a row's points.
 """
 
 from __future__ import annotations
@@ -148,6 +151,8 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
             status = "tampered"
         if points and prepared.review:
             message = f"{clean(message)} [review the code: it {'; '.join(prepared.review)}]"
+        cell = run.cells.get(check.cell_id)
+        mistake = f"{check.exercise}/{cell.mistake}" if status == "failed" and cell and cell.mistake else ""
         rows.append(Row(student, release.name, check.exercise, check.title, points, check.points, status,
-                        clean(message)))
+                        clean(message), mistake))
     return rows

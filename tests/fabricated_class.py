@@ -446,3 +446,82 @@ def read_rows(path: Path) -> list[list[str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.reader(f))
 
+
+
+# --- a class of gradebook rows, for the class report (no notebook is run) --------------------------------------
+
+# Names that no check's message contains, so that a test can assert that none reaches the class page.
+CLASS = ["Aurelio", "Brunhilde", "Cosimo", "Dagny", "Evander", "Fenella", "Gideon", "Honoria", "Ignatius",
+         "Jessamy", "Kasimir", "Leocadia"]
+CLASS_NOTEBOOKS = {"01": NAME, "02": "02_attention.ipynb", "03": "03_masking.ipynb"}
+
+
+def _stub(*args):
+    raise NotImplementedError("replace this line with your code")
+
+
+def _named_error(student: str):
+    def answer(n):
+        raise ValueError(f"{student}'s mask is not ready")  # a message that carries the student's name
+
+    return answer
+
+
+# Per exercise, the answers handed in by the class, in the order of CLASS: None for a right answer (passed),
+# a function (the check's real message and mistake), or a status with no check run ("missing", "error").
+RIGHT, MISSING, ERROR = None, "missing", "error"
+TRANSPOSE = lambda t, E, W, b: E[t] @ W + b  # noqa: E731  01.1/head-not-transposed
+NO_BIAS_LOGITS = lambda t, E, W, b: E[t] @ W.T  # noqa: E731  01.1/head-bias-missing
+DOUBLE_BIAS = lambda t, E, W, b: E[t] @ W.T + 2 * b  # noqa: E731  no known mistake
+SWAP = lambda t: (t[..., 1:], t[..., :-1])  # noqa: E731  01.2/inputs-targets-swapped
+NAIVE = lambda x, dim: x.exp() / x.exp().sum(dim, keepdim=True)  # noqa: E731  02.1/no-max-subtracted
+HALF = lambda x, dim: torch.softmax(x, dim=dim) / 2  # noqa: E731  no known mistake
+NO_DIAGONAL = lambda n: torch.ones(n, n).tril(-1).bool()  # noqa: E731  03.1/diagonal-excluded
+INVERTED = lambda n: ~torch.ones(n, n).tril().bool()  # noqa: E731  03.1/polarity-inverted
+ALL_TRUE = lambda n: torch.ones(n, n, dtype=torch.bool)  # noqa: E731  no known mistake
+CLASS_ANSWERS = {
+    "01.1": [RIGHT] * 5 + [TRANSPOSE] * 4 + [NO_BIAS_LOGITS] * 2 + [DOUBLE_BIAS],
+    "01.2": [RIGHT] * 8 + [SWAP] * 3 + [_stub],
+    "02.1": [RIGHT] * 2 + [NAIVE] * 2 + [HALF] * 6 + [ERROR] * 2,
+    "03.1": [RIGHT] * 3 + [NO_DIAGONAL] * 5 + [INVERTED, ALL_TRUE, "named error", MISSING],
+}
+# What the class report must find: passed; known mistakes (most students first, ties by id); wrong answers that
+# match no known mistake; stubs.
+CLASS_EXPECTED = {
+    "01.1": (5, [("01.1/head-not-transposed", 4), ("01.1/head-bias-missing", 2)], 1, 0),
+    "01.2": (8, [("01.2/inputs-targets-swapped", 3)], 0, 1),
+    "02.1": (2, [("02.1/no-max-subtracted", 2)], 6, 0),
+    "03.1": (3, [("03.1/diagonal-excluded", 5), ("03.1/polarity-inverted", 1)], 2, 0),
+}
+
+
+def class_rows() -> list:
+    """The gradebook rows of the fabricated class: messages and mistakes as the real checks give them."""
+    from transformer_course.checks import REGISTRY
+    from transformer_course.grading.report import Row, sort_rows
+
+    rows = []
+    for exercise, answers in CLASS_ANSWERS.items():
+        ex = REGISTRY[exercise]
+        notebook = CLASS_NOTEBOOKS[ex.lesson]
+        for student, answer in zip(CLASS, answers, strict=True):
+            if answer is RIGHT:
+                rows.append(Row(student, notebook, exercise, ex.title, ex.points, ex.points, "passed",
+                                "all 5 cases passed"))
+                continue
+            if answer == MISSING:
+                rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "missing",
+                                f"no {notebook} in the submission"))
+                continue
+            if answer == ERROR:
+                rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "error",
+                                "NameError: name 'softmax' is not defined"))
+                continue
+            if answer == "named error":
+                answer = _named_error(student)
+            with pytest.raises(CheckFailed) as failure:
+                check(exercise, answer)
+            message = str(failure.value)[len(f"{exercise} {ex.title}: "):].strip()
+            mistake = f"{exercise}/{failure.value.mistake.id}" if failure.value.mistake else ""
+            rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "failed", message, mistake))
+    return sort_rows(rows)

@@ -393,13 +393,16 @@ def test_cells_a_spreadsheet_would_run_as_formulas_are_escaped_and_read_back(tmp
     assert read_csv(path) == rows  # merge-grades and regrades see the original text
 
 
-def test_a_student_named_index_does_not_replace_the_summary_page(tmp_path):
+def test_a_student_named_index_or_class_does_not_replace_the_summary_or_the_class_page(tmp_path):
     from transformer_course.grading.report import write_html
 
     written = write_html([Row("index", NAME, "01.1", "t", 2, 2, "passed", "ok"),
-                          Row("Index", NAME, "01.1", "t", 0, 2, "failed", "no")], tmp_path)
-    assert sorted(p.name for p in written) == ["Index-2.html", "index-3.html", "index.html"]
+                          Row("Index", NAME, "01.1", "t", 0, 2, "failed", "no"),
+                          Row("class", NAME, "01.1", "t", 0, 2, "failed", "no")], tmp_path)
+    assert sorted(p.name for p in written) == ["Index-2.html", "class-2.html", "class-pass-rate.png", "class.html",
+                                               "index-3.html", "index.html"]
     assert "<h1>Grades</h1>" in (tmp_path / "index.html").read_text()
+    assert "<h1>Class report</h1>" in (tmp_path / "class.html").read_text()
 
 
 

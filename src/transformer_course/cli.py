@@ -1,5 +1,5 @@
-"""The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers, ``grade`` and
-``merge-grades`` for instructors."""
+"""The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers, ``grade``,
+``merge-grades`` and ``report`` for instructors, ``check`` for learners."""
 
 from __future__ import annotations
 
@@ -99,7 +99,11 @@ def cmd_grade(args) -> int:
     if args.html:
         write_html(book.rows, args.html)
     print(summary(book.rows))
-    extra = f" and feedback pages in {args.html}" if args.html else ""
+    if args.html:
+        from transformer_course.grading.classpage import class_summary
+
+        print("\n" + class_summary(book.rows))
+    extra = f" and feedback pages and the class report (class.html) in {args.html}" if args.html else ""
     print(f"\nWrote {out}{extra}: {len(book.rows)} rows, {len(book.students)} student(s), "
           f"{time.perf_counter() - start:.1f} s.")
     for note in book.notes:
@@ -125,6 +129,41 @@ def cmd_merge_grades(args) -> int:
     if args.html:
         write_html(rows, args.html)
     print(summary(rows), file=sys.stdout if args.out else sys.stderr)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from transformer_course.grading.classpage import PAGE, class_summary, write_class_page
+    from transformer_course.grading.report import BadGradebook, merge, read_csv
+
+    try:
+        books = [(name, read_csv(name)) for name in args.gradebooks]
+    except BadGradebook as error:
+        return _fail(str(error))
+    rows, notes = merge(books)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(class_summary(rows))
+    if args.html:
+        out = Path(args.html)
+        if out.exists() and not out.is_dir():
+            return _fail(f"--html {out}: expected a folder")
+        write_class_page(rows, out)
+        print(f"\nWrote {out / PAGE} (it names no student).")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from transformer_course.grading.collect import GradingError
+    from transformer_course.grading.execute import Limits
+    from transformer_course.grading.selfcheck import check_notebooks, report
+
+    limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit)
+    try:
+        checked = check_notebooks(args.notebooks, release=args.release, limits=limits, jobs=args.jobs)
+    except GradingError as error:
+        return _fail(str(error))
+    print("\n\n".join(report(c, limits) for c in checked))
     return 0
 
 
@@ -176,6 +215,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the merged gradebook here (default: standard output)")
     p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")
     p.set_defaults(func=cmd_merge_grades)
+
+    p = sub.add_parser("report", help="the class report of a gradebook: pass rates, points, the class's mistakes",
+                       description="Summarise CSV gradebooks written by `grade` (joined as `merge-grades` joins them): "
+                       "per exercise the pass rate, the points, the known mistakes ranked by how many students made "
+                       "them, and the exercises where most wrong answers match no known mistake.")
+    p.add_argument("gradebooks", nargs="+", help="CSV files written by `transformer-course grade`")
+    p.add_argument("--html", metavar="OUT_DIR", help="also write the class page (class.html, with its figure) here; "
+                   "it names no student")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("check", help="grade your saved notebook exactly as your instructor's grader will",
+                       description="Grade saved exercise notebooks as `transformer-course grade` grades a student's: "
+                       "read-only and check cells restored from the release, a fresh kernel, the same time limits, "
+                       "every pass re-checked outside the kernel. Prints the rows, the total, and what would be "
+                       "marked `tampered` or flagged for review. Exit status 0 whenever the check ran.")
+    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="saved notebooks, e.g. exercises/03_masking.ipynb")
+    p.add_argument("--release", metavar="PATH", help="the released notebook, or folder of them, your instructor "
+                   "handed out (default: made from solutions/ of this course, as `make exercises` makes it)")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="notebooks checked in parallel")
+    p.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell (default: 60, as `grade`)")
+    p.add_argument("--notebook-timeout", type=float, default=600,
+                   help="seconds allowed per notebook, kernel start included (default: 600, as `grade`)")
+    p.add_argument("--memory-limit", type=int, default=4096,
+                   help="MiB of address space per kernel; 0 for no limit (default: 4096, as `grade`)")
+    p.set_defaults(func=cmd_check)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -185,8 +185,9 @@ def _page(title: str, body: str) -> str:
 
 
 def _slugs(students: Sequence[str]) -> dict[str, str]:
-    """A file name per student, unique without regard to case and never the summary's (``index``)."""
-    slugs, used = {}, {"index"}
+    """A file name per student, unique without regard to case and never the summary's (``index``) or the class
+    report's (``class``)."""
+    slugs, used = {}, {"index", "class"}
     for student in sorted(students):
         base = re.sub(r"[^A-Za-z0-9._-]+", "_", student).strip("._") or "student"
         slug, n = base, 1
@@ -199,7 +200,10 @@ def _slugs(students: Sequence[str]) -> dict[str, str]:
 
 
 def write_html(rows: Sequence[Row], folder: str | Path) -> list[Path]:
-    """One feedback page per student (``<student>.html``) and an ``index.html`` linking them."""
+    """One feedback page per student (``<student>.html``), the class report (``class.html``, which names no
+    student, and its figure; see :mod:`.classpage`) and an ``index.html`` linking them."""
+    from transformer_course.grading.classpage import PAGE, write_class_page
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     by_student: dict[str, list[Row]] = defaultdict(list)
@@ -207,6 +211,7 @@ def write_html(rows: Sequence[Row], folder: str | Path) -> list[Path]:
         by_student[r.student].append(r)
     students = sorted(by_student)
     slugs = _slugs(students)
+    class_files = write_class_page(rows, folder)
     written = []
     index = []
     for student in students:
@@ -227,7 +232,10 @@ def write_html(rows: Sequence[Row], folder: str | Path) -> list[Path]:
         written.append(path)
         index.append(f'<tr><td><a href="{html.escape(path.name)}">{html.escape(student)}</a></td>'
                      f"<td>{points} / {max_points}</td></tr>")
-    body = "\n".join(["<h1>Grades</h1>", "<table>", "<tr><th>student</th><th>points</th></tr>", *index, "</table>",
+    body = "\n".join(["<h1>Grades</h1>",
+                      f'<p>The <a href="{PAGE}">class report</a>: pass rates, points and the mistakes the class made '
+                      "(it names no student).</p>",
+                      "<table>", "<tr><th>student</th><th>points</th></tr>", *index, "</table>",
                       "<h2>Summary</h2>", f"<pre>{html.escape(summary(rows))}</pre>"])
     (folder / "index.html").write_text(_page("Grades", body), encoding="utf-8")
-    return [folder / "index.html", *written]
+    return [folder / "index.html", *written, *class_files]

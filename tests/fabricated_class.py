@@ -478,12 +478,11 @@ NAIVE = lambda x, dim: x.exp() / x.exp().sum(dim, keepdim=True)  # noqa: E731  0
 HALF = lambda x, dim: torch.softmax(x, dim=dim) / 2  # noqa: E731  no known mistake
 NO_DIAGONAL = lambda n: torch.ones(n, n).tril(-1).bool()  # noqa: E731  03.1/diagonal-excluded
 INVERTED = lambda n: ~torch.ones(n, n).tril().bool()  # noqa: E731  03.1/polarity-inverted
-ALL_TRUE = lambda n: torch.ones(n, n, dtype=torch.bool)  # noqa: E731  no known mistake
 CLASS_ANSWERS = {
     "01.1": [RIGHT] * 5 + [TRANSPOSE] * 4 + [NO_BIAS_LOGITS] * 2 + [DOUBLE_BIAS],
     "01.2": [RIGHT] * 8 + [SWAP] * 3 + [_stub],
     "02.1": [RIGHT] * 2 + [NAIVE] * 2 + [HALF] * 6 + [ERROR] * 2,
-    "03.1": [RIGHT] * 3 + [NO_DIAGONAL] * 5 + [INVERTED, ALL_TRUE, "named error", MISSING],
+    "03.1": [RIGHT] * 3 + [NO_DIAGONAL] * 5 + [INVERTED, "named error", "named error", MISSING],
 }
 # What the class report must find: passed; known mistakes (most students first, ties by id); wrong answers that
 # match no known mistake; stubs.

@@ -247,18 +247,22 @@ def class_page(rows: Sequence[Row], figure: str | None = FIGURE) -> str:
         parts.append("</table>")
     else:
         parts.append("<p>None: in every exercise, most wrong answers match a known mistake.</p>")
-    parts.append("<h2>Known mistakes, by exercise</h2>")
+    parts.append("<h2>Wrong answers, by exercise</h2>")
+    parts.append("<p>The known mistakes, most students first, then the wrong answers that matched none.</p>")
     for s in stats:
-        if not s.mistakes:
+        if not s.wrong_answers:
             continue
         parts.append(f"<h3>{html.escape(s.exercise)} {html.escape(s.title)}</h3>")
         parts.append("<table><tr><th>mistake</th><th>students</th><th>hint</th><th>an example message</th></tr>")
         for m in s.mistakes:
             parts.append(f'<tr><td><code>{html.escape(m.key)}</code></td><td>{m.students}</td>'
                          f"<td>{html.escape(m.hint)}</td><td>{_pre(m.example)}</td></tr>")
+        if s.unrecognised:
+            parts.append(f"<tr><td>no known mistake</td><td>{s.unrecognised}</td><td></td>"
+                         f"<td>{_pre(s.unrecognised_example)}</td></tr>")
         parts.append("</table>")
-    if not any(s.mistakes for s in stats):
-        parts.append("<p>No failed answer matched a known mistake.</p>")
+    if not any(s.wrong_answers for s in stats):
+        parts.append("<p>No wrong answers.</p>")
     return _page("Class report", "\n".join(parts))
 
 

@@ -126,7 +126,7 @@ def report(checked: Checked, limits: Limits) -> str:
     out = [f"{checked.notebook}: graded as the instructor's grader will (read-only cells restored from the release "
            f"{checked.release_from}; {limits.cell_timeout:g} s per cell, {limits.notebook_timeout:g} s for the "
            "notebook; every pass re-checked outside your kernel).", ""]
-    body = [[r.exercise, r.title[:40], f"{r.points}/{r.max_points}", r.status] for r in rows]
+    body = [[r.exercise, r.title, f"{r.points}/{r.max_points}", r.status] for r in rows]
     out += _table(["exercise", "title", "points", "status"], body, right={2})
     points, max_points = sum(r.points for r in rows), sum(r.max_points for r in rows)
     out += ["", f"Total: {points}/{max_points} points."]

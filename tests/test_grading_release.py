@@ -1,11 +1,14 @@
-"""`transformer-course grade` on the whole course, with the grader's default limits (60 s per cell, 600 s per
-notebook, 4096 MiB): the blank release scores zero, the solutions full marks. The capstone's solution (12.4) trains
-its translator inside the grader's kernel within the cell limit and earns its 4 points with no review flag.
+"""`transformer-course grade` and `transformer-course check` on the whole course, with the grader's default limits
+(60 s per cell, 600 s per notebook, 4096 MiB): the blank release scores zero; the solutions, checked as a learner
+checks a notebook (the same grading of one student's notebooks), full marks with nothing flagged; a solution whose
+check cell was edited is marked tampered. The capstone's solution (12.4) trains its translator inside the
+grader's kernel within the cell limit and earns its 4 points with no review flag.
 
 In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading_e2e.py,
 not after it: each grades a class of notebooks for a minute or more.
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,7 +16,9 @@ import pytest
 
 from transformer_course.cli import main
 from transformer_course.grading.collect import load_releases
+from transformer_course.grading.execute import Limits
 from transformer_course.grading.report import read_csv
+from transformer_course.grading.selfcheck import check_notebooks, report
 
 pytestmark = pytest.mark.slow  # grades the whole release twice, training the capstone once
 
@@ -23,18 +28,34 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
     submissions = tmp_path / "submissions"
     shutil.copytree(ROOT / "exercises", submissions / "blank")
-    shutil.copytree(ROOT / "solutions", submissions / "solutions")
     out = tmp_path / "grades.csv"
     code = main(["grade", str(submissions), "--release", str(ROOT / "exercises"), "--out", str(out), "--jobs", "2",
                  "--quiet"])
     assert code == 0
-    rows = read_csv(out)
+    blank = read_csv(out)
     released_exercises = {c.exercise for r in load_releases(ROOT / "exercises") for c in r.checks}
-    blank = [r for r in rows if r.student == "blank"]
-    solutions = [r for r in rows if r.student == "solutions"]
-    assert {r.exercise for r in blank} == {r.exercise for r in solutions} == released_exercises
+    assert {r.exercise for r in blank} == released_exercises
     assert all(r.points == 0 and r.status == "failed" and "not implemented yet" in r.message for r in blank), blank
+
+    # The solutions as `transformer-course check` grades them, against the release that `make exercises` makes
+    # from solutions/; and a solution whose check cell was edited.
+    tampered = tmp_path / "01_tensor_shapes.ipynb"
+    nb = json.loads((ROOT / "solutions" / tampered.name).read_text())
+    next(c for c in nb["cells"] if c.get("id") == "ex2-check")["source"] = "print('all good')"
+    tampered.write_text(json.dumps(nb))
+    limits = Limits()  # the grader's defaults, as `check` uses them
+    checked = check_notebooks([*sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")), tampered], limits=limits,
+                              jobs=2)
+    solutions = [r for c in checked[:-1] for r in c.rows]
+    assert {r.exercise for r in solutions} == released_exercises
     assert all(r.points == r.max_points and r.status == "passed" for r in solutions), solutions
     capstone = next(r for r in solutions if r.exercise == "12.4")
     assert capstone.message.startswith("4/4 points: exact match ") and "review the code" not in capstone.message, \
         capstone
+    for c in checked[:-1]:
+        text = report(c, limits)
+        full = sum(r.max_points for r in c.rows)
+        assert f"Total: {full}/{full} points." in text and "Nothing would be marked `tampered` or flagged" in text, text
+    assert [(r.exercise, r.status) for r in checked[-1].rows] == [("01.1", "passed"), ("01.2", "tampered"),
+                                                                  ("01.3", "passed")]
+    assert "TAMPERED: the grader will mark 01.2 as `tampered`" in report(checked[-1], limits)

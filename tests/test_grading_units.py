@@ -17,7 +17,7 @@ from fabricated_class import EXERCISE, NAME, ROOT, cell, correct, insert_after, 
 from transformer_course.checks import CheckFailed
 from transformer_course.cli import main
 from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
-from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, load_release, prepare, strip_markers
+from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, Prepared, load_release, prepare, strip_markers
 from transformer_course.grading.replay import Confirmation
 from transformer_course.grading.report import COLUMNS, Row, read_csv
 
@@ -549,3 +549,20 @@ def test_a_recognised_mistake_travels_from_the_kernel_to_its_row(tmp_path, monke
                                                      ("passed", "")]
     tampered = Prepared(None, {"a": "01.2"}, tampered={"01.2": ["the check cell was deleted"]})
     assert unit_rows("amy", Release("01_x.ipynb", None, release.checks[:1]), tampered, run, Limits())[0].mistake == ""
+
+
+def test_a_failed_check_after_an_answer_cell_that_ran_out_of_time_says_so():
+    import nbformat
+
+    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.verdict import _verdict
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(id=i) for i in ("a-answer", "a-check")])
+    prepared = Prepared(nb, {"a-check": "12.4"})
+    stub = "12.4 Capstone: translator is not implemented yet: build and train your model"
+    run = RunResult(cells={"a-answer": CellRecord("timeout"), "a-check": CellRecord("error", "CheckFailed", stub)})
+    assert _verdict(prepared, run, Limits(), "a-check", "12.4 Capstone") == (
+        "failed",
+        "translator is not implemented yet: build and train your model (cell a-answer did not finish in time)")
+    run.cells["a-answer"] = CellRecord("ok")
+    assert _verdict(prepared, run, Limits(), "a-check", "12.4 Capstone")[1].endswith("train your model")

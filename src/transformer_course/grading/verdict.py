@@ -48,6 +48,8 @@ def _first_line(text: str) -> str:
 
 def _context(prepared: Prepared, run: RunResult, cell_id: str) -> str:
     """' (cell X raised E: ...)' for the first cell since the previous check that failed, or ''."""
+    if prepared is None or prepared.nb is None:
+        return ""
     order = [c.id for c in prepared.nb.cells if c.cell_type == "code"]
     section = []
     for cid in order:
@@ -114,7 +116,9 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
     if state == "error":
         ename, evalue = cell.ename, clean(cell.evalue)
         if ename == "CheckFailed":
-            return "failed", evalue[len(title) + 2:] if evalue.startswith(f"{title}: ") else evalue
+            # "not implemented yet" after the answer cell ran out of time says why: the cell that failed first.
+            message = evalue[len(title) + 2:] if evalue.startswith(f"{title}: ") else evalue
+            return "failed", message + _context(prepared, run, cell_id)
         message = f"{ename}: {evalue}".rstrip(": ") + _context(prepared, run, cell_id)
         # Under a tight --memory-limit even `import torch` fails (its libraries cannot be mapped).
         memory = limits.memory_limit_mb and any(sign in message for sign in MEMORY_SIGNS)

@@ -469,7 +469,7 @@ def _named_error(student: str):
 
 # Per exercise, the answers handed in by the class, in the order of CLASS: None for a right answer (passed),
 # a function (the check's real message and mistake), or a status with no check run ("missing", "error").
-RIGHT, MISSING, ERROR = None, "missing", "error"
+RIGHT, ABSENT, BROKEN = None, "missing", "error"
 TRANSPOSE = lambda t, E, W, b: E[t] @ W + b  # noqa: E731  01.1/head-not-transposed
 NO_BIAS_LOGITS = lambda t, E, W, b: E[t] @ W.T  # noqa: E731  01.1/head-bias-missing
 DOUBLE_BIAS = lambda t, E, W, b: E[t] @ W.T + 2 * b  # noqa: E731  no known mistake
@@ -481,8 +481,8 @@ INVERTED = lambda n: ~torch.ones(n, n).tril().bool()  # noqa: E731  03.1/polarit
 CLASS_ANSWERS = {
     "01.1": [RIGHT] * 5 + [TRANSPOSE] * 4 + [NO_BIAS_LOGITS] * 2 + [DOUBLE_BIAS],
     "01.2": [RIGHT] * 8 + [SWAP] * 3 + [_stub],
-    "02.1": [RIGHT] * 2 + [NAIVE] * 2 + [HALF] * 6 + [ERROR] * 2,
-    "03.1": [RIGHT] * 3 + [NO_DIAGONAL] * 5 + [INVERTED, "named error", "named error", MISSING],
+    "02.1": [RIGHT] * 2 + [NAIVE] * 2 + [HALF] * 6 + [BROKEN] * 2,
+    "03.1": [RIGHT] * 3 + [NO_DIAGONAL] * 5 + [INVERTED, "named error", "named error", ABSENT],
 }
 # What the class report must find: passed; known mistakes (most students first, ties by id); wrong answers that
 # match no known mistake; stubs.
@@ -508,11 +508,11 @@ def class_rows() -> list:
                 rows.append(Row(student, notebook, exercise, ex.title, ex.points, ex.points, "passed",
                                 "all 5 cases passed"))
                 continue
-            if answer == MISSING:
+            if answer == ABSENT:
                 rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "missing",
                                 f"no {notebook} in the submission"))
                 continue
-            if answer == ERROR:
+            if answer == BROKEN:
                 rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "error",
                                 "NameError: name 'softmax' is not defined"))
                 continue

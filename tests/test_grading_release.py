@@ -1,8 +1,8 @@
-"""`transformer-course grade` and `transformer-course check` on the whole course, with the grader's default limits
-(60 s per cell, 600 s per notebook, 4096 MiB): the blank release scores zero; the solutions, checked as a learner
-checks a notebook (the same grading of one student's notebooks), full marks with nothing flagged; a solution whose
-check cell was edited is marked tampered. The capstone's solution (12.4) trains its translator inside the
-grader's kernel within the cell limit and earns its 4 points with no review flag.
+"""`transformer-course grade` and `transformer-course check` on the whole course: the blank release scores zero;
+the solutions, checked as a learner checks a notebook (the same grading of one student's notebooks), full marks
+with nothing flagged; a solution whose check cell was edited is marked tampered. The capstone's solution (12.4)
+trains its translator inside the grader's kernel and earns its 4 points with no review flag. The grader's default
+limits, except 120 s per cell for the solutions (twice the default) because of make test's own load.
 
 In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading_e2e.py,
 not after it: each grades a class of notebooks for a minute or more.
@@ -43,7 +43,9 @@ def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
     nb = json.loads((ROOT / "solutions" / tampered.name).read_text())
     next(c for c in nb["cells"] if c.get("id") == "ex2-check")["source"] = "print('all good')"
     tampered.write_text(json.dumps(nb))
-    limits = Limits()  # the grader's defaults, as `check` uses them
+    # The grader's defaults as `check` uses them, but 120 s per cell: under make test's load (two workers, two
+    # kernels, 2 cores) the capstone's training, about 17 s alone, has been seen to pass 60 s.
+    limits = Limits(cell_timeout=120.0)
     checked = check_notebooks([*sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")), tampered], limits=limits,
                               jobs=2)
     solutions = [r for c in checked[:-1] for r in c.rows]

@@ -118,14 +118,15 @@ class Progress:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        left, keep = "style='text-align:left'", "style='text-align:left; white-space:nowrap'"
         cells = "".join(
-            f"<tr><td>{html.escape(r.exercise)}</td><td>{html.escape(r.title)}</td>"
-            f"<td>{_SYMBOL[r.status]} {_LABEL[r.status]}</td><td>{r.points}/{r.max_points}</td>"
-            f"<td style='text-align:left'>{html.escape(r.detail)}</td></tr>"
+            f"<tr><td {keep}>{html.escape(r.exercise)} {html.escape(r.title)}</td>"
+            f"<td {keep}>{_SYMBOL[r.status]} {_LABEL[r.status]}</td><td {keep}>{r.points}/{r.max_points}</td>"
+            f"<td {left}>{html.escape(r.detail)}</td></tr>"
             for r in self.rows)
+        head = "".join(f"<th {left}>{name}</th>" for name in ("exercise", "status", "points", "details"))
         return (f"<p><b>Your progress in lesson {html.escape(self.lesson)}</b> (the last check of each exercise in "
-                f"this session)</p><table><thead><tr><th>exercise</th><th></th><th>status</th><th>points</th>"
-                f"<th style='text-align:left'>details</th></tr></thead><tbody>{cells}</tbody></table>"
+                f"this session)</p><table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>"
                 f"<p>{html.escape(self.total())}</p>")
 
 

@@ -118,8 +118,9 @@ def test_the_learners_flow_in_jupyterlab(lab, tmp_path):
 
     base, token, folder = lab
     exercise, lesson = folder / "exercises" / NAME, folder / "lessons" / NAME
-    with urllib.request.urlopen(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}") as r:
-        notification = json.load(r)
+    plugin = "@jupyterlab/apputils-extension:notification"
+    with urllib.request.urlopen(f"{base}/lab/api/settings/{plugin}?token={token}") as response:
+        notification = json.load(response)
     assert notification["schema"]["properties"]["fetchNews"]["default"] == "false"  # the course's override
     assert notification["settings"] == {}  # nobody's own settings in play
 

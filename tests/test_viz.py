@@ -191,13 +191,14 @@ def _tick_values(ax):
         [t for t in ax.get_yticks() if min(ax.get_ylim()) <= t <= max(ax.get_ylim())]
 
 
-@pytest.mark.parametrize("n", [2, 3, 4, 5, 11, 16])
-def test_explorer_axes_of_positions_have_whole_ticks(n):
-    fig = widgets.mask_explorer().figure(n=n, valid_len=min(5, n))
-    fig.canvas.draw()
-    for ax in fig.axes[:2]:  # the mask and the weights (not the colour bar)
-        xs, ys = _tick_values(ax)
-        assert xs and ys and all(float(t).is_integer() for t in xs + ys), (n, xs, ys)
+def test_explorer_axes_of_positions_have_whole_ticks():
+    explorer = widgets.mask_explorer()
+    for n in (2, 4, 11):  # at n = 4, matplotlib alone puts y ticks at -0.5, 0.0, 0.5, ...
+        fig = explorer.figure(n=n, valid_len=min(5, n))
+        fig.canvas.draw()
+        for ax in fig.axes[:2]:  # the mask and the weights (not the colour bar)
+            xs, ys = _tick_values(ax)
+            assert xs and ys and all(float(t).is_integer() for t in xs + ys), (n, xs, ys)
     fig = widgets.positional_explorer().figure()
     fig.canvas.draw()
     heat, wave = fig.axes[0], fig.axes[-1]

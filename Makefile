@@ -66,9 +66,13 @@ test-portable: $(STAMP)
 	@echo "== nbval under $(PORTABLE_2)"
 	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
 
-# As root (a container, say) Jupyter refuses to start unless told that this is intended.
+# As root (a container, say) Jupyter refuses to start unless told that this is intended. The course's Lab
+# settings (lab-settings/overrides.json5: no news pop-up) apply to this Lab only, not to the user's global
+# settings. LAB_DIR and LAB_ARGS let tests/test_lab.py start this same server on a scratch copy.
+LAB_DIR ?= exercises/
 lab: $(STAMP)
-	$(BIN)/jupyter lab exercises/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/jupyter lab $(LAB_DIR) --LabApp.app_settings_dir="$(CURDIR)/lab-settings" \
+	    $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 execute: $(STAMP)
 	$(BIN)/transformer-course execute lessons solutions

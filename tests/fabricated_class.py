@@ -245,14 +245,14 @@ def carol(folder: Path) -> Expected:
     cell(nb, "ex1-check")["source"] = "print('\u2714 01.1 Token ids to logits: public checks passed (5 cases).')"
     nb["cells"].remove(cell(nb, "ex2-check"))
     cell(nb, "ex3-check")["source"] = '# NBVAL_SKIP\ncheck("01.3", lm_parameter_count)'
-    cell(nb, "ex3-check")["metadata"]["tags"] = ["raises-exception"]
+    cell(nb, "ex3-check")["metadata"]["tags"] = ["raises-exception", "nbval-skip"]  # the release's tag and one more
     folder_layout(folder, "carol", nb)
     return {
         "01.1": tampered("the check cell was edited to `print('\u2714 01.1 Token ids to logits: public checks passed "
                          "(5 cases).')`", failed("01.1", stub("01.1"))),
         "01.2": tampered("the check cell was deleted", passed("01.2")),
         "01.3": tampered('the check cell was edited to `# NBVAL_SKIP \u23ce check("01.3", lm_parameter_count)`; '
-                         "nbval tag raises-exception added to the check cell", failed("01.3", NO_BIAS)),
+                         "nbval tag nbval-skip added to the check cell", failed("01.3", NO_BIAS)),
     }
 
 

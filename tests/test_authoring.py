@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from transformer_course.authoring import MarkerError, make_exercise_notebook, stub_source
+from transformer_course.authoring import RUN_ALL_HOWTO, MarkerError, make_exercise_notebook, stub_source
 
 ANSWER = '''def next_token_pairs(tokens):
     """Docstring stays."""
@@ -77,7 +77,8 @@ def test_generated_notebook_has_stubs_metadata_and_locks():
         assert cell.metadata["deletable"] is False
         if cell is not answer:
             assert cell.metadata["editable"] is False
-    assert [c.id for c in nb.cells] == [c.id for c in solution.cells]  # ids survive: grading maps by id
+    ids = [c.id for c in nb.cells]
+    assert ids == [c.id for c in solution.cells] + ["progress-title", "progress"]  # ids survive: grading maps by id
     assert "widgets" not in nb.metadata
     assert nb.metadata["transformer_course"]["generated_from"] == "solutions/01_tensor_shapes.ipynb"
     assert "tokens[..., 1:]" in solution.cells[2].source  # the source notebook is not modified
@@ -109,3 +110,38 @@ def test_notebook_name_must_carry_the_lesson_number():
 
 def test_generated_notebook_is_valid_nbformat():
     nbformat.validate(make_exercise_notebook(lesson01(), "solutions/01_tensor_shapes.ipynb"))
+
+
+def test_run_all_goes_on_past_answers_and_checks_that_raise():
+    """JupyterLab runs a cell tagged raises-exception with stop_on_error=False: Run All reaches every check."""
+    nb = make_exercise_notebook(lesson01(), "solutions/01_tensor_shapes.ipynb")
+    tagged = {c.metadata.get("transformer_course", {}).get("role") for c in nb.cells
+              if "raises-exception" in c.metadata.get("tags", [])}
+    assert tagged == {"answer", "check"}
+    assert all("raises-exception" in c.metadata.get("tags", []) for c in nb.cells
+               if c.metadata.get("transformer_course", {}).get("role") in ("answer", "check"))
+
+
+def test_the_notebook_ends_with_a_read_only_progress_cell():
+    nb = make_exercise_notebook(lesson01(), "solutions/01_tensor_shapes.ipynb")
+    title, cell = nb.cells[-2:]
+    assert title.cell_type == "markdown" and title.source.startswith("## Your progress")
+    assert cell.cell_type == "code" and cell.source.endswith('progress("01")')
+    assert cell.metadata["transformer_course"] == {"role": "progress"}
+    assert cell.metadata["editable"] is False and cell.metadata["deletable"] is False
+    assert "tags" not in cell.metadata and cell.outputs == []
+    clash = lesson01(extra=[new_code_cell("x = 1", id="progress")])
+    with pytest.raises(MarkerError, match="'progress' is reserved for the generated progress cell"):
+        make_exercise_notebook(clash, "solutions/01_tensor_shapes.ipynb")
+
+
+def test_hidden_inputs_are_collapsed_in_lab_and_the_how_to_mentions_run_all():
+    install = new_code_cell("import sys", id="install", metadata={"tags": ["hide-input"]})
+    how_to = new_markdown_cell("**How to work.** Run the cells.", id="how-to")
+    nb = make_exercise_notebook(lesson01(extra=[how_to, install]), "solutions/01_tensor_shapes.ipynb")
+    cells = {c.id: c for c in nb.cells}
+    assert cells["install"].metadata["jupyter"] == {"source_hidden": True}
+    assert cells["install"].metadata["tags"] == ["hide-input"]  # the book still hides it
+    assert "jupyter" not in cells["progress"].metadata
+    assert cells["how-to"].source.startswith("**How to work.** Run the cells.\n\nIn JupyterLab, **Run All**")
+    assert " ".join(cells["how-to"].source.split()).endswith(" ".join(RUN_ALL_HOWTO.split()))

@@ -107,6 +107,26 @@ def test_prepared_notebook_restores_checks_and_read_only_cells():
     assert all(c.get("outputs", []) == [] for c in prepared.nb.cells)
 
 
+def test_the_releases_run_all_tag_and_progress_cell_change_nothing_the_grader_runs():
+    """The release tags answer and check cells raises-exception (Run All in JupyterLab goes on past a failing
+    check) and ends with a progress cell: the prepared notebook carries no tag, the progress cell is no exercise,
+    the release's own tag is no tampering, and a tag a learner adds still is."""
+    release = load_release(EXERCISE)
+    released = {c.id: c for c in release.nb.cells}
+    assert "raises-exception" in released["ex1-check"].metadata["tags"]
+    assert "raises-exception" in released["ex1-answer"].metadata["tags"]
+    assert released["progress"].metadata["transformer_course"] == {"role": "progress"}
+    assert [c.exercise for c in release.checks] == ["01.1", "01.2", "01.3"]
+    nb = correct()
+    cell(nb, "ex2-check")["metadata"]["tags"] = ["raises-exception", "nbval-skip"]
+    cell(nb, "progress")["source"] = "print('everything passed')"
+    prepared = prepare(release, json.dumps(nb).encode())
+    assert all(not c.metadata for c in prepared.nb.cells)
+    assert prepared.checks == {"ex1-check": "01.1", "ex2-check": "01.2", "ex3-check": "01.3"}
+    assert prepared.tampered == {"01.2": ["nbval tag nbval-skip added to the check cell"]}
+    assert prepared.nb.cells[-1].id == "progress" and prepared.nb.cells[-1].source == released["progress"].source
+
+
 def test_nbval_markers_are_blanked_keeping_line_numbers():
     source = "# NBVAL_SKIP\nx = 1\n  #  NBVAL_RAISES_EXCEPTION\n# a NBVAL_SKIP in prose stays\n"
     assert strip_markers(source) == "#\nx = 1\n  #\n# a NBVAL_SKIP in prose stays\n"

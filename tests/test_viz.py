@@ -171,3 +171,42 @@ def test_explorers_carry_a_png_of_their_defaults_and_redraw(make):
     control.value = options[0] if options else control.min  # move the first control to one end
     assert explorer._out.outputs[0]["data"]["image/png"] != before
     assert explorer._repr_mimebundle_()["image/png"] == bundle["image/png"]  # the book's picture: the defaults
+
+
+def test_the_valid_length_follows_n_and_the_figure_is_redrawn_once():
+    explorer = widgets.mask_explorer()
+    n, valid_len = explorer._controls["n"], explorer._controls["valid_len"]
+    assert (n.value, valid_len.value, valid_len.max) == (8, 5, 8)  # at most n real tokens from the start
+    draws = []
+    explorer._draw = lambda fig, **values: (draws.append(values), widgets._draw_mask(fig, **values))
+    n.value = 4
+    assert (valid_len.value, valid_len.max) == (4, 4)  # the slider moved down with its maximum
+    assert draws == [{"kind": "causal + padding", "n": 4, "valid_len": 4}]  # one redraw, with the followed value
+    n.value = 16
+    assert (valid_len.value, valid_len.max) == (4, 16)
+
+
+def _tick_values(ax):
+    return [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]], \
+        [t for t in ax.get_yticks() if min(ax.get_ylim()) <= t <= max(ax.get_ylim())]
+
+
+def test_explorer_axes_of_positions_have_whole_ticks():
+    explorer = widgets.mask_explorer()
+    for n in (2, 4, 11):  # at n = 4, matplotlib alone puts y ticks at -0.5, 0.0, 0.5, ...
+        fig = explorer.figure(n=n, valid_len=min(5, n))
+        fig.canvas.draw()
+        for ax in fig.axes[:2]:  # the mask and the weights (not the colour bar)
+            xs, ys = _tick_values(ax)
+            assert xs and ys and all(float(t).is_integer() for t in xs + ys), (n, xs, ys)
+    fig = widgets.positional_explorer().figure()
+    fig.canvas.draw()
+    heat, wave = fig.axes[0], fig.axes[-1]
+    assert all(float(t).is_integer() for t in _tick_values(heat)[0] + _tick_values(heat)[1] + _tick_values(wave)[0])
+
+
+def test_integer_ticks_keep_labels():
+    ax = viz.heatmap(torch.eye(3), row_labels=["a", "b", "c"])
+    viz.integer_ticks(ax)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    plt.close(ax.figure)

@@ -12,9 +12,13 @@ answer is fenced::
 and each exercise has one check cell, ``check("02.1", softmax)``. :func:`make_exercise_notebook`
 replaces every fence with ``raise NotImplementedError(...)``, clears outputs, records each exercise's
 id, title and points (from the check registry) in cell metadata, and makes every cell but the answer
-cells read-only in Jupyter. :func:`execute_notebook` re-runs a notebook top to bottom in a fresh
-kernel and stores the outputs and widget state in place, with the install cell that lets it run in
-Colab (:mod:`transformer_course.launch`).
+cells read-only in Jupyter. For JupyterLab it also tags the answer and check cells ``raises-exception``
+(Run All goes on past a failing check, so every check shows its verdict), collapses the source of the
+cells the book hides (``hide-input``), and ends the notebook with a progress cell that lists every
+exercise's status and points (:mod:`transformer_course.checks.progress`).
+
+:func:`execute_notebook` re-runs a notebook top to bottom in a fresh kernel and stores the outputs and
+widget state in place, with the install cell that lets it run in Colab (:mod:`transformer_course.launch`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -30,6 +35,21 @@ BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>\d{2}\.\d+)["']""", re.MULTILINE)
 METADATA_KEY = "transformer_course"  # cell metadata: {"role": "answer" | "check", "exercise": "02.1", ...}
+# A cell with this tag may raise: JupyterLab then executes it with stop_on_error=False (its OutputArea.execute),
+# so the kernel does not drop the cells queued after it and Run All reaches every check. nbval and nbclient
+# accept an error from such a cell too; the grader gives no weight to it (grading/prepare.py rebuilds every
+# cell without the learner's or the release's metadata and grades by each check's execute reply).
+RUN_PAST_ERRORS = "raises-exception"
+# The book's tags that hide part of a cell, and the JupyterLab metadata that collapses the same part.
+LAB_HIDDEN = {"hide-input": {"source_hidden": True}, "hide-output": {"outputs_hidden": True},
+              "hide-cell": {"source_hidden": True, "outputs_hidden": True}}
+PROGRESS_IDS = ("progress-title", "progress")
+RUN_ALL_HOWTO = (
+    "In JupyterLab, **Run All** (menu *Run > Run All Cells*) runs every cell and goes on past a check that fails, "
+    "so each check shows its verdict. The last cell of the notebook then lists every exercise with its status "
+    "(passed, partly passed, failed with the likely mistake, or not checked yet) and its points, and the total; "
+    "run it again whenever you like."
+)
 
 
 class MarkerError(ValueError):
@@ -118,10 +138,14 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         cell.metadata.pop("execution", None)
+        _collapse_in_lab(cell)
+        if cell.cell_type == "markdown" and cell.get("id") == "how-to":
+            cell.source = cell.source.rstrip() + "\n\n" + textwrap.fill(RUN_ALL_HOWTO, 110)
         if i in checks:
             ex = REGISTRY[checks[i]]
             cell.metadata[METADATA_KEY] = {"role": "check", "exercise": ex.id, "title": ex.title, "points": ex.points}
             cell.metadata.update(editable=False, deletable=False)
+            _tag(cell, RUN_PAST_ERRORS)
         elif cell.cell_type == "code" and _has_fence(cell.source):
             following = [c for c in checks if c > i]
             if not following:
@@ -130,9 +154,43 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
             cell.source = stub_source(cell.source, exercise_id, path, i)
             cell.metadata[METADATA_KEY] = {"role": "answer", "exercise": exercise_id}
             cell.metadata.update(editable=True, deletable=False)
+            _tag(cell, RUN_PAST_ERRORS)  # an answer that raises (a syntax error, say) does not stop Run All
         else:
             cell.metadata.update(editable=False, deletable=False)
+    taken = [c.get("id") for c in nb.cells if c.get("id") in PROGRESS_IDS]
+    if taken:
+        raise MarkerError(path, None, f"cell id {taken[0]!r} is reserved for the generated progress cell")
+    nb.cells.extend(progress_cells(lesson))
     return nb
+
+
+def _tag(cell, tag: str) -> None:
+    tags = cell.metadata.setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def _collapse_in_lab(cell) -> None:
+    """JupyterLab ignores the book's hide-* tags: collapse the same parts with its own metadata."""
+    for tag in cell.metadata.get("tags", []):
+        if tag in LAB_HIDDEN:
+            cell.metadata.setdefault("jupyter", {}).update(LAB_HIDDEN[tag])
+
+
+def progress_cells(lesson: str) -> list[nbformat.NotebookNode]:
+    """The notebook's last two cells: a heading and the read-only cell that shows the learner's progress."""
+    text = ("The cell below lists every exercise of this notebook with the result of its last check in this "
+            "session (passed, partly passed, failed with the likely mistake, or not checked yet), its points and the "
+            "total. Run it after your checks, or run everything with **Run All**: it goes on past a check that fails "
+            "and ends here. These are the public checks; your grade comes from the same checks run again by the "
+            "grader.")
+    title = nbformat.v4.new_markdown_cell("## Your progress\n\n" + textwrap.fill(text, 110), id=PROGRESS_IDS[0])
+    code = nbformat.v4.new_code_cell(
+        "from transformer_course.checks.progress import progress\n\n"
+        f'progress("{lesson}")', id=PROGRESS_IDS[1])
+    title.metadata.update(editable=False, deletable=False)
+    code.metadata.update({METADATA_KEY: {"role": "progress"}, "editable": False, "deletable": False})
+    return [title, code]
 
 
 def generate_exercises(solutions_dir: str | Path = "solutions", exercises_dir: str | Path = "exercises") -> list[Path]:

@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
+from matplotlib.ticker import FixedLocator, MaxNLocator
 
 from transformer_course import _validate
 
@@ -52,6 +53,16 @@ def _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title):
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
+
+
+def integer_ticks(ax: Axes, *, x: bool = True, y: bool = True) -> Axes:
+    """Ticks at whole numbers only on the chosen axes (positions, indices): a 4 x 4 matrix gets 0, 1, 2, 3, not
+    -0.5, 0.0, 0.5, ... Labelled ticks (``row_labels``, ``col_labels``) stay as they are."""
+    for use, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if use and not isinstance(axis.get_major_locator(), FixedLocator):  # labelled or placed by hand
+            # matplotlib's AutoLocator, restricted to whole numbers: where its ticks were whole, they stay the same
+            axis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True))
+    return ax
 
 
 def heatmap(

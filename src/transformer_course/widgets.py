@@ -23,20 +23,46 @@ from transformer_course.masking import causal_mask, padding_mask
 
 
 class Explorer(W.VBox):
-    """Controls above a figure drawn by ``draw(fig, **values)``; the values are the controls' values."""
+    """Controls above a figure drawn by ``draw(fig, **values)``; the values are the controls' values.
+
+    ``follow(values)``, when given, returns the settings of controls whose range depends on other controls,
+    as ``{control name: {trait: value}}`` (e.g. ``{"valid_len": {"max": values["n"]}}``); they are applied at
+    the start and whenever a control moves, before the figure is redrawn once. A slider whose maximum drops
+    below its value moves down to it.
+    """
 
     def __init__(self, draw: Callable[..., None], controls: dict[str, W.ValueWidget], *,
-                 title: str, figsize: tuple[float, float] = (8, 3)):
+                 title: str, figsize: tuple[float, float] = (8, 3),
+                 follow: Callable[[dict], dict[str, dict]] | None = None):
         self._draw, self._controls, self._figsize, self.title = draw, controls, figsize, title
+        self._follow, self._following = follow, False
+        self._apply_follow()
         self._defaults = self.values()
         self._out = W.Output()
         for control in controls.values():
-            control.observe(lambda _change: self._redraw(), names="value")
+            control.observe(self._changed, names="value")
         super().__init__([W.HTML(f"<b>{title}</b>"), W.HBox(list(controls.values())), self._out])
         self._redraw()
 
     def values(self) -> dict:
         return {name: control.value for name, control in self._controls.items()}
+
+    def _apply_follow(self) -> None:
+        if self._follow is None:
+            return
+        for name, traits in self._follow(self.values()).items():
+            for trait, value in traits.items():
+                setattr(self._controls[name], trait, value)
+
+    def _changed(self, _change) -> None:
+        if self._following:  # a control that follows another moved: the redraw below covers it
+            return
+        self._following = True
+        try:
+            self._apply_follow()
+        finally:
+            self._following = False
+        self._redraw()
 
     def figure(self, **values) -> Figure:
         """The figure for the given control values (the current ones by default), drawn off-screen."""
@@ -112,18 +138,20 @@ def _draw_mask(fig: Figure, kind: str, n: int, valid_len: int, seed: int = 0) ->
     x = torch.randn(n, 8, generator=g)
     _, weights = scaled_dot_product_attention(x, x, x, mask)
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    viz.mask_image(mask, left, title=f"{kind} mask (dark = may attend)")
-    viz.heatmap(weights, right, title="attention weights", vmax=1.0)
+    viz.integer_ticks(viz.mask_image(mask, left, title=f"{kind} mask (dark = may attend)"))
+    viz.integer_ticks(viz.heatmap(weights, right, title="attention weights", vmax=1.0))
 
 
 def mask_explorer() -> Explorer:
-    """A mask of the chosen kind for a sequence of n positions, and the weights it leaves."""
+    """A mask of the chosen kind for a sequence of n positions, and the weights it leaves; the valid length
+    ranges from 0 to n."""
     controls = {
         "kind": W.Dropdown(options=MASK_KINDS, value="causal + padding", description="mask"),
         "n": W.IntSlider(value=8, min=2, max=16, description="n"),
         "valid_len": W.IntSlider(value=5, min=0, max=16, description="valid length"),
     }
-    return Explorer(_draw_mask, controls, title="Masks and the attention weights they leave")
+    return Explorer(_draw_mask, controls, title="Masks and the attention weights they leave",
+                    follow=lambda values: {"valid_len": {"max": values["n"]}})
 
 
 # --- lesson 04: what each head attends to ---------------------------------------------------------
@@ -168,6 +196,7 @@ def _draw_positions(fig: Figure, position: int, dimension: int, base: float, n: 
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     viz.heatmap(pe, left, title=f"PE for n = {n}, d = {d}, base {base:g}", xlabel="dimension",
                 ylabel="position", cmap="RdBu", vmin=-1, vmax=1)
+    viz.integer_ticks(left)
     left.axhline(position, color="black", lw=1)
     left.axvline(dimension, color="black", lw=1, ls="--")
     right.plot(pe[:, dimension].numpy(), color="#2b5d8a")
@@ -176,6 +205,7 @@ def _draw_positions(fig: Figure, position: int, dimension: int, base: float, n: 
     wavelength = 2 * math.pi * base ** ((dimension - dimension % 2) / d)
     right.set(title=f"dimension {dimension} ({kind}, wavelength {wavelength:.1f})", xlabel="position", ylabel="PE",
               ylim=(-1.1, 1.1))
+    viz.integer_ticks(right, y=False)
 
 
 def positional_explorer() -> Explorer:

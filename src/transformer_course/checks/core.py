@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import transformer_course
+from transformer_course.checks import progress
 
 # Frames in these folders are not the learner's: tracebacks point at the learner's own line instead.
 _NOT_LEARNER = (str(Path(transformer_course.__file__).parent), str(Path(torch.__file__).parent))
@@ -125,6 +126,7 @@ def exercise(id: str, title: str, points: int) -> Callable:
     return register
 
 
+@progress.recorded  # the notebook's progress cell lists what each exercise's last check found
 def check(exercise_id: str, answer) -> None:
     """Check ``answer`` for the exercise ``exercise_id``; print a confirmation or raise CheckFailed."""
     __tracebackhide__ = True  # pytest: show the message, not this frame
@@ -137,6 +139,7 @@ def check(exercise_id: str, answer) -> None:
     except CheckFailed as failure:
         raise CheckFailed(f"{ex.id} {ex.title}: {failure.message}", mistake=failure.mistake) from None
     score = outcome(ex, result)
+    progress.scored(ex.id, score.points, ex.points, score.summary)
     if not isinstance(result, Score):
         print(f"\u2714 {ex.id} {ex.title}: public checks passed ({score.cases} cases).")
     elif score.points == 0:

@@ -8,7 +8,10 @@ id, then (for notebooks that lost their ids) by exercise metadata, then by ident
 
 Nothing of the learner's cells but their type, id and source is kept: no outputs, no metadata, so no
 nbval tags (``raises-exception``, ``nbval-skip``, ...), and nbval comment markers (``# NBVAL_SKIP``,
-...) are blanked out of the source (the line stays, as ``#``, so line numbers do not move).
+...) are blanked out of the source (the line stays, as ``#``, so line numbers do not move). The release's
+cells are rebuilt without their metadata too: the ``raises-exception`` tag that the release puts on answer
+and check cells (so that Run All in JupyterLab goes on past a failing check) never reaches nbval, and only a
+tag that the release's check cell does not carry counts as tampering.
 """
 
 from __future__ import annotations
@@ -197,7 +200,8 @@ def _tampering(released, submitted: _Cell | None) -> list[str]:
     if submitted.source.strip() != released.source.strip():
         changes.append(f"the check cell was edited to `{_one_line(submitted.source)}`")
     tags = submitted.metadata.get("tags")
-    added = sorted({str(t) for t in tags} & NBVAL_TAGS) if isinstance(tags, list) else []
+    released_tags = set(released.metadata.get("tags", []))  # the release's own raises-exception (Run All in Lab)
+    added = sorted(({str(t) for t in tags} & NBVAL_TAGS) - released_tags) if isinstance(tags, list) else []
     if added:
         changes.append(f"nbval tag{'s' if len(added) > 1 else ''} {', '.join(added)} added to the check cell")
     meta = submitted.metadata.get(METADATA_KEY)

@@ -17,7 +17,7 @@ def lesson98():
     @exercise("98.1", "Double it", 2)
     def _double(answer):
         return check_function(answer, lambda x: 2 * x, [Case("x=5", {"x": 5})],
-                              [Mistake("added instead of multiplied", lambda x: x + 3)])
+                              [Mistake("added", "added instead of multiplied", lambda x: x + 3)])
 
     @exercise("98.2", "Be accurate", 4)
     def _accurate(answer):

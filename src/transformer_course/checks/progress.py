@@ -59,9 +59,9 @@ def recorded(check: Callable[[str, object], None]) -> Callable[[str, object], No
 
 
 def _failure_detail(error: BaseException) -> str:
-    mistake = getattr(error, "mistake", None)
-    if mistake:
-        return f"Likely mistake: {mistake}"
+    mistake = getattr(error, "mistake", None)  # a checks.core.Mistake
+    if mistake is not None:
+        return f"Likely mistake: {mistake.hint}"
     message = getattr(error, "message", None)
     lines = [line.strip() for line in str(message or error).splitlines() if line.strip()] or [""]
     first = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]  # "raised X on ...:"

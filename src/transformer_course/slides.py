@@ -249,6 +249,8 @@ window.MathJax = {
 {%- endblock html_head_js_mathjax -%}
 {%- block html_head_css -%}
 <style>
+:root { --jp-code-font-size: 14px; }  /* 120 characters of code fit across a slide */
+.reveal pre { overflow-x: auto; }
 /* A slide taller than the screen scrolls instead of being cut off. */
 .reveal .slides > section, .reveal .slides > section > section { height: 100%; overflow-y: auto; }
 .reveal .jp-RenderedHTMLCommon h1 { font-size: 1.6em; }

@@ -44,7 +44,7 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP) book/_static/logo.png slides
 	$(BIN)/jupyter-book build -W -n --keep-going .
 	@echo
-	@echo "The book is at $(CURDIR)/_build/html/index.html"
+	@echo "The book is at $(CURDIR)/_build/html/index.html, the slides in $(CURDIR)/_build/slides/"
 
 # One reveal.js deck per lesson from its stored outputs; reveal.js and MathJax are copied next to the decks.
 slides: $(STAMP)

@@ -17,10 +17,11 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 PORTABLE_1 := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
 PORTABLE_2 := MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3
 
-.PHONY: help venv book test test-fast test-portable lint lab execute exercises bench requirements clean distclean
+.PHONY: help venv book slides test test-fast test-portable lint lab execute exercises bench requirements clean distclean
 
 help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
+	@echo "make slides      build a reveal.js slide deck per lesson into _build/slides (make book builds them too)"
 	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
 	@echo "make test-fast    lint and the package, checks and authoring tests (no notebooks, grading runs, book): < 1 min"
 	@echo "make test-portable  re-run lessons and solutions with nbval under two other numerics configurations"
@@ -39,10 +40,15 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-book: $(STAMP) book/_static/logo.png
+# The book links every lesson page to its deck, so the decks are built with it (seconds).
+book: $(STAMP) book/_static/logo.png slides
 	$(BIN)/jupyter-book build -W -n --keep-going .
 	@echo
-	@echo "The book is at $(CURDIR)/_build/html/index.html"
+	@echo "The book is at $(CURDIR)/_build/html/index.html, the slides in $(CURDIR)/_build/slides/"
+
+# One reveal.js deck per lesson from its stored outputs; reveal.js and MathJax are copied next to the decks.
+slides: $(STAMP)
+	$(BIN)/transformer-course slides lessons --out _build/slides
 
 book/_static/logo.png: src/transformer_course/viz.py $(STAMP)
 	@mkdir -p book/_static

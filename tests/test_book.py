@@ -1,13 +1,14 @@
 """The book: it builds with Sphinx's warnings as errors, its pages hold their outputs and math, and every
-page works in a real headless Chromium (Debian's ``chromium``).
+page works in a real headless Chromium (Debian's ``chromium``); so does every lesson's slide deck.
 
-In the browser, for each page: no console errors or page errors, MathJax typeset every equation (no raw
-``$$`` or ``\\(`` left, no MathJax error), every image loaded with a non-zero size, the title is the page's
-heading, and the previous/next links follow the table of contents. A screenshot of each page is saved
-under the build folder (``screenshots/``) for people to look at.
-
-The machine has no internet, so the one CDN script the book uses, MathJax, is served from a local copy
-of the same npm release (fetched with npm into ``.cache/``), by intercepting its URL.
+In the browser, with every request to a host other than the local server blocked (the book and the decks
+carry their MathJax, reveal.js and fonts; nothing may come from a CDN), for each page: no failed request, no
+console errors or page errors, MathJax typeset every equation (no raw ``$$`` or ``\\(`` left, no MathJax
+error), every image loaded with a non-zero size, the title is the page's heading, the previous/next links
+follow the table of contents, and a lesson page links to its deck. A screenshot of each page is saved under
+the build folder (``screenshots/``) for people to look at. For each deck (``make slides``, built here next to
+the book as ``_build/slides``): the same checks, as many slides as the notebook has sections and figures on
+shown cells (counted here from the notebook, not by the generator), and the right arrow key moves on.
 
 Both tests share one build (the session fixture ``built_book``) and live in one file, so that pytest-xdist
 (``--dist loadfile``) runs them on one worker.
@@ -18,11 +19,10 @@ import http.server
 import os
 import re
 import shutil
-import subprocess
-import tarfile
 import threading
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -81,8 +81,6 @@ def test_notebook_pages_launch_only_from_the_configured_repository(built_book):
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-MATHJAX = "mathjax@3.2.2"  # the release Sphinx 7's default MathJax URL (mathjax@3) resolves to today
-MATHJAX_URL = "https://cdn.jsdelivr.net/npm/mathjax@3/"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
@@ -91,21 +89,6 @@ def chromium_or_skip():
         if os.environ.get("CI"):
             pytest.fail("CI must have Chromium: .ci/run installs Debian's chromium")
         pytest.skip("no Chromium here: `apt-get install chromium` (Debian) to run the browser test")
-
-
-@pytest.fixture(scope="module")
-def mathjax():
-    """A local copy of MathJax's npm package (``package/`` inside the tarball)."""
-    cache = ROOT / ".cache" / MATHJAX.replace("@", "-")
-    if not (cache / "package" / "es5" / "tex-mml-chtml.js").exists():
-        if not shutil.which("npm"):
-            pytest.skip("npm is needed once to fetch MathJax for the offline browser test")
-        cache.mkdir(parents=True, exist_ok=True)
-        name = subprocess.run(["npm", "pack", MATHJAX, "--silent"], cwd=cache, capture_output=True, text=True,
-                              timeout=300, check=True).stdout.strip().splitlines()[-1]
-        with tarfile.open(cache / name) as archive:
-            archive.extractall(cache, filter="data")
-    return cache / "package"
 
 
 def toc_pages():
@@ -120,40 +103,70 @@ def server(built_book):
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built_book)))
+    # The build folder: the book in html/, the decks in slides/, as `make book` lays them out.
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            functools.partial(Quiet, directory=str(built_book.parent)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_port}/"
     httpd.shutdown()
 
 
-def test_every_page_in_a_real_browser(built_book, server, mathjax):
+@pytest.fixture(scope="module")
+def built_decks(built_book):
+    """The lessons' slide decks, built as `make slides` builds them, next to the book: ``_build/slides``."""
+    from transformer_course.slides import build_decks
+
+    return build_decks(sorted((ROOT / "lessons").glob("*.ipynb")), built_book.parent / "slides")
+
+
+def expected_deck(lesson: Path) -> tuple[int, int]:
+    """(slides, figures) that the deck of ``lesson`` must have, counted from the notebook by the rules of the
+    instructor guide: a title slide, one per ``##`` section, one per image of a shown code cell, one per code
+    cell tagged ``slide-code`` or ``slide-output`` that has no image."""
+    sections = figures = plain = 0
+    for cell in nbformat.read(lesson, as_version=4).cells:
+        tags = set(cell.metadata.get("tags", []))
+        if tags & {"slide-skip", "remove-cell"}:
+            continue
+        if cell.cell_type == "markdown":
+            sections += cell.source.lstrip().startswith("## ")
+            continue
+        images = 0 if "remove-output" in tags else sum(
+            "image/png" in output.get("data", {}) for output in cell.get("outputs", []))
+        figures += images
+        plain += images == 0 and bool(tags & {"slide-code", "slide-output"})
+    return 1 + sections + figures + plain, figures
+
+
+def test_every_page_in_a_real_browser(built_book, built_decks, server):
     chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
     pages = toc_pages()
     shots = built_book.parent / "screenshots"
     shots.mkdir(exist_ok=True)
-    problems, external = [], set()
+    problems, external, failed = [], set(), []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         messages = []
         page.on("console", lambda m: messages.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: messages.append(f"page error: {e}"))
+        page.on("requestfailed",
+                lambda r: failed.append(f"{r.url} ({r.failure})") if r.url.startswith(server) else None)
+        page.on("response", lambda r: failed.append(f"{r.url} ({r.status})") if r.status >= 400 else None)
 
         def route(request_route):
             url = request_route.request.url
-            if url.startswith(MATHJAX_URL):
-                return request_route.fulfill(path=str(mathjax / url[len(MATHJAX_URL):].split("?")[0]))
             if url.startswith(server):
                 return request_route.continue_()
-            external.add(url)
+            external.add(url)  # no network: every other host is blocked
             return request_route.abort()
 
         page.route("**/*", route)
         for i, name in enumerate(pages):
             messages.clear()
-            page.goto(f"{server}{name}.html", wait_until="load")
+            page.goto(f"{server}html/{name}.html", wait_until="load")
             if page.evaluate("document.querySelector('.math') !== null"):
                 page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise")
                 page.evaluate("MathJax.startup.promise")
@@ -170,13 +183,59 @@ def test_every_page_in_a_real_browser(built_book, server, mathjax):
                 "title": None if page.title().startswith(heading) else f"{page.title()!r} for heading {heading!r}",
                 "previous link": _link_problem(page, "a.left-prev", pages[i - 1] if i else None, name),
                 "next link": _link_problem(page, "a.right-next", pages[i + 1] if i + 1 < len(pages) else None, name),
+                "deck link": _deck_link_problem(page, name, server),
+                "MathJax not from the build": page.evaluate(
+                    f"[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s)"
+                    f" && !s.startsWith('{server}html/_static/mathjax/'))"),
             }
             problems += [f"{name}: {what}: {detail}" for what, detail in found.items() if detail]
             page.screenshot(path=str(shots / f"{name.replace('/', '__')}.png"))
+        for deck in built_decks:
+            messages.clear()
+            problems += [f"slides/{deck.path.name}: {what}" for what in _deck_problems(page, deck, server, messages)]
         browser.close()
     assert not problems, "\n".join(problems)
     assert not external, f"pages requested external resources: {sorted(external)}"
+    assert not failed, f"failed requests: {failed}"
     assert len(list(shots.glob("*.png"))) == len(pages)
+
+
+def _deck_problems(page, deck, server: str, messages: list) -> list[str]:
+    slides, figures = expected_deck(deck.lesson)
+    page.goto(f"{server}slides/{deck.path.name}", wait_until="load")
+    page.wait_for_function("window.Reveal && Reveal.isReady() && window.MathJax && MathJax.startup"
+                           " && MathJax.startup.promise")
+    page.evaluate("MathJax.startup.promise")
+    markdown = page.eval_on_selector_all(".reveal .jp-RenderedMarkdown", "els => els.map(e => e.textContent).join(' ')")
+    found = {
+        "console errors": list(messages),
+        "slides": None if page.evaluate("Reveal.getTotalSlides()") == slides else
+        f"{page.evaluate('Reveal.getTotalSlides()')}, expected {slides} (title, sections, figures, tagged cells)",
+        "figures": None if page.eval_on_selector_all(".reveal .jp-OutputArea img", "e => e.length") == figures else
+        f"expected {figures}",
+        "images not loaded": page.eval_on_selector_all(
+            ".reveal img", "imgs => imgs.filter(i => !i.complete || i.naturalWidth === 0).length"),
+        "no typeset math": page.eval_on_selector_all("mjx-container", "e => e.length") == 0,
+        "raw TeX left": [m for m in ("$$", "\\(", "\\[") if m in markdown],
+        "MathJax errors": page.eval_on_selector_all("mjx-merror", "e => e.length"),
+        "link to the book": None if page.eval_on_selector_all(
+            f'a[href="../html/lessons/{deck.lesson.stem}.html"]', "e => e.length") else "missing",
+    }
+    page.keyboard.press("ArrowRight")
+    found["arrow key"] = None if page.evaluate("Reveal.getIndices().h") == 1 else "did not move to slide 2"
+    return [f"{what}: {detail}" for what, detail in found.items() if detail]
+
+
+def _deck_link_problem(page, name: str, server: str) -> str | None:
+    links = page.eval_on_selector_all("a.course-slides-link", "links => links.map(a => a.href)")
+    if name.startswith("lessons/"):
+        expected = [f"{server}slides/{name.removeprefix('lessons/')}.slides.html"]
+    elif name == "book/instructor_guide":
+        lessons = sorted((ROOT / "lessons").glob("*.ipynb"))
+        expected = [f"{server}slides/{lesson.stem}.slides.html" for lesson in lessons]
+    else:
+        expected = []
+    return None if links == expected else f"links {links}, expected {expected}"
 
 
 def _link_problem(page, selector: str, expected: str | None, current: str) -> str | None:

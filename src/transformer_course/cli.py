@@ -1,5 +1,5 @@
 """The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers, ``grade``,
-``merge-grades`` and ``report`` for instructors, ``check`` for learners."""
+``merge-grades``, ``report`` and ``slides`` for instructors, ``check`` for learners."""
 
 from __future__ import annotations
 
@@ -167,6 +167,17 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_slides(args) -> int:
+    from transformer_course.slides import build_decks
+
+    start = time.perf_counter()
+    decks = build_decks(_notebooks(args.paths), args.out)
+    for deck in decks:
+        print(f"wrote {deck.path}: {deck.slides} slides, {deck.path.stat().st_size / 1024:.0f} KB")
+    print(f"{len(decks)} deck(s) in {time.perf_counter() - start:.1f} s; reveal.js and MathJax in {args.out}/_static")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -240,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-limit", type=int, default=4096,
                    help="MiB of address space per kernel; 0 for no limit (default: 4096, as `grade`)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("slides", help="write a reveal.js slide deck for each lesson (stored outputs, no execution)")
+    p.add_argument("paths", nargs="*", default=["lessons"], help="lesson notebooks or folders (default: lessons)")
+    p.add_argument("--out", default="_build/slides", help="folder for the decks (default: _build/slides)")
+    p.set_defaults(func=cmd_slides)
 
     args = parser.parse_args(argv)
     return args.func(args)

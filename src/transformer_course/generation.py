@@ -91,9 +91,11 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
     call of plain tensor operations, no argument checks inside the loop, under ``torch.inference_mode``.
     ``fast=False`` is the loop of lesson 10's section 10.6: ``model(token, cache=cache)`` at every step,
     through the modules' checked ``forward`` and a :class:`~transformer_course.multihead.KVCache` per
-    block, on one thread after the prompt (the process-wide thread count is restored at the end). The
-    fast path also falls back to it when a forward hook is registered on the model (hooks fire only in
-    ``forward``) or when the model's classes are subclasses with their own ``forward``.
+    block. Both cached paths run their one-token steps on one thread: the thread count is set once after
+    the prompt and restored at the end, since handing such small operations between threads costs more
+    than it saves (:func:`_threads`). The fast path falls back to the module path when a forward hook is
+    registered on the model (hooks fire only in ``forward``) or when one of its classes is a subclass with
+    its own ``forward``.
     ``compile=True`` runs the fast step through ``torch.compile`` (slow to start; off by default).
     """
     if not isinstance(model, DecoderOnlyLM):
@@ -143,8 +145,10 @@ def _generate_fast(decoder: CachedDecoder, prompt, max_new_tokens, temperature, 
     tokens[:, :n] = prompt
     finished = torch.zeros(B, dtype=torch.bool, device=prompt.device)
     step_input = prompt
-    with torch.inference_mode():  # no autograd bookkeeping at all (lighter than no_grad)
+    with torch.inference_mode(), contextlib.ExitStack() as settings:  # inference mode: no autograd bookkeeping
         for t in range(n, n + max_new_tokens):
+            if t == n + 1:  # the prompt is done: one position a step from now on, on one thread (set once)
+                settings.enter_context(_threads(1))
             next_token = _sample(decoder(step_input), temperature, top_k, generator)  # (B,)
             if eos_id is not None:
                 next_token = next_token.masked_fill(finished, eos_id)

@@ -241,6 +241,8 @@ class CachedDecoder:
         cache_shape = (len(self.layers), self.batch_size, self.shape.h_kv, self.max_len, self.shape.d_head)
         self.keys = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
         self.values = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
+        # Each block's weights with its part of the cache, (B, h_kv, max_len, d_head) views, made once.
+        self.blocks = list(zip(self.layers, self.keys.unbind(0), self.values.unbind(0), strict=True))
         self.position = 0  # positions cached so far
         self._step = torch.compile(_decode_step, dynamic=True) if compile else _decode_step
 
@@ -300,8 +302,7 @@ def _decode_step(decoder: CachedDecoder, tokens: torch.Tensor, position: int) ->
     x = F.embedding(tokens, decoder.embedding)  # (B, n, d)
     if decoder.positions is not None:
         x = x + decoder.positions[position:end]  # learned or sinusoidal positions (no dropout: eval)
-    for layer, keys, values in zip(decoder.layers, decoder.keys, decoder.values, strict=True):
-        # keys, values: (B, h_kv, max_len, d_head), this block's part of the preallocated cache
+    for layer, keys, values in decoder.blocks:  # keys, values: this block's (B, h_kv, max_len, d_head)
         h = _apply_norm(layer.norm1, x) if s.norm_first else x
         q, k, v = F.linear(h, layer.W_qkv, layer.b_qkv).split([s.d, s.h_kv * s.d_head, s.h_kv * s.d_head], -1)
         q = q.view(B, n, s.h, s.d_head).transpose(1, 2)  # (B, h, n, d_head)

@@ -216,7 +216,9 @@ class CachedDecoder:
     time); returns the logits at the last position, ``(B, |V|)``. A step is one function of plain tensor
     operations, :func:`_decode_step`: no module calls, no argument checks, no growing of the cache, the new
     keys and values written in place. It computes what ``model(tokens, cache=cache)[:, -1]`` computes, up
-    to float32 rounding. ``compile=True`` runs the one-token step through ``torch.compile``.
+    to float32 rounding. It is made for one generation: it copies W_q, W_k and W_v when it is built, so a
+    model trained afterwards needs a new one (``generate`` builds one per call). ``compile=True`` runs the
+    one-token step through ``torch.compile``.
     """
 
     def __init__(self, model: DecoderOnlyLM, batch_size: int, max_len: int | None = None, *, compile: bool = False):

@@ -105,7 +105,8 @@ def main():
         try:
             generate(model, prompt, 16, compile=True)
         except Exception as error:  # a broken toolchain should not hide the figures above
-            print(f"skipped: torch.compile failed with {type(error).__name__}: {str(error).splitlines()[0]}")
+            reason = next((line for line in str(error).splitlines() if line.strip() and "raised:" not in line), "")
+            print(f"skipped: torch.compile failed with {type(error).__name__}: {reason.strip()[:200]}")
         else:
             print(f"compiler {compiler}; first call (compiling) {time.perf_counter() - start:.1f} s")
             print(f"{'new tokens':>10} {'compiled':>9} {'eager new':>10} {'compiled/eager':>15} {'same tokens':>12}")

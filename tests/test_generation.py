@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from transformer_course.generation import (
+    CachedDecoder,
     _threads,
     beam_search,
     generate,
@@ -162,23 +163,101 @@ def test_generation_sets_the_threads_once_and_restores_threads_and_mode(monkeypa
 def test_decoding_restores_mode_and_threads_after_an_error(monkeypatch):
     import transformer_course.generation as generation
 
-    def fail_at_third(*args, calls=[]):  # noqa: B006 (a counter shared by the calls)
+    calls = []
+
+    def fail_at_third(*args):
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("stop")
         return torch.zeros(args[0].shape[0], dtype=torch.long)
 
-    monkeypatch.setattr(generation, "sample_next", fail_at_third)
+    monkeypatch.setattr(generation, "_sample", fail_at_third)  # the loops' sampler (sample_next checks, then calls it)
     model, before = lm().train(), torch.get_num_threads()
-    with pytest.raises(RuntimeError, match="stop"):
-        generate(model, torch.zeros(1, 3, dtype=torch.long), 10)
-    assert model.training and torch.get_num_threads() == before
+    for fast in (True, False):
+        calls.clear()
+        with pytest.raises(RuntimeError, match="stop"):
+            generate(model, torch.zeros(1, 3, dtype=torch.long), 10, fast=fast)
+        assert model.training and torch.get_num_threads() == before
     torch.manual_seed(5)
     translator = Seq2SeqTransformer(Seq2SeqConfig(9, 7, d_model=16, num_heads=2, d_ff=32, max_len=20)).train()
     monkeypatch.setattr(translator, "decode", lambda *args: (_ for _ in ()).throw(RuntimeError("stop")))
     with pytest.raises(RuntimeError, match="stop"):
         greedy_decode(translator, torch.randint(3, 9, (2, 5)), bos_id=1, eos_id=2, max_len=4)
     assert translator.training
+
+
+# --- the fast cached step -------------------------------------------------------------------------
+
+VARIANTS = [{}, dict(norm_first=False, activation="relu", positional="sinusoidal", tie_weights=False),
+            dict(norm="rms", activation="swiglu", num_kv_heads=2, positional="rotary"), dict(num_kv_heads=1)]
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=["gpt", "post-norm sinusoidal", "rms swiglu gqa rope", "mqa"])
+def test_fast_path_writes_the_tokens_of_the_module_path_and_of_the_uncached_path(overrides):
+    model = lm(**overrides)
+    with _threads(1):  # the uncached path's many small steps crawl on threads that share busy cores (CI)
+        for batch, n, new in [(1, 1, 40), (3, 4, 9), (8, 7, 24)]:
+            prompt = torch.randint(17, (batch, n), generator=torch.Generator().manual_seed(batch))
+            paths = [dict(), dict(fast=False), dict(use_cache=False)]
+            greedy = [generate(model, prompt, new, **path) for path in paths]
+            assert all(torch.equal(greedy[0], other) for other in greedy[1:])
+            sampled = [generate(model, prompt, new, temperature=1.0, top_k=top_k, eos_id=2,
+                                generator=torch.Generator().manual_seed(new), **path)
+                       for top_k in (None, 5) for path in paths]
+            assert all(torch.equal(sampled[i], sampled[i + j]) for i in (0, 3) for j in (1, 2))
+            assert greedy[0].shape == (batch, n + new) and torch.equal(greedy[0][:, :n], prompt)
+
+
+def test_cached_decoder_matches_the_model_and_writes_its_cache_in_place():
+    model = lm(num_kv_heads=2, positional="rotary")
+    tokens = torch.randint(17, (2, 12), generator=torch.Generator().manual_seed(8))
+    decoder = CachedDecoder(model, batch_size=2, max_len=12)
+    where = decoder.keys.data_ptr(), decoder.values.data_ptr()
+    assert decoder.keys.shape == (2, 2, 2, 12, 8)  # (L, B, h_kv, max_len, d_head), allocated once
+    with torch.inference_mode():
+        logits = [decoder(tokens[:, :5])] + [decoder(tokens[:, t : t + 1]) for t in range(5, 12)]
+        full = model(tokens)
+    torch.testing.assert_close(torch.stack(logits, 1), full[:, 4:], atol=1e-5, rtol=1e-5)
+    assert decoder.position == 12 and (decoder.keys.data_ptr(), decoder.values.data_ptr()) == where
+    with pytest.raises(ValueError, match=r"positions 12..12 exceed the decoder's max_len=12"):
+        decoder(tokens[:, :1])
+    with pytest.raises(TypeError, match="model must be a DecoderOnlyLM built from the package's modules: "
+                                        "forward hooks are registered"):
+        handle = model.blocks[0].register_forward_hook(lambda *args: None)
+        try:
+            CachedDecoder(model, 1)
+        finally:
+            handle.remove()
+
+
+def test_generate_returns_an_ordinary_tensor_and_honours_hooks():
+    model = lm()
+    out = generate(model, torch.zeros(2, 3, dtype=torch.long), 5)
+    assert not out.is_inference()  # usable later with autograd, unlike a tensor made in inference mode
+    model.token_embedding(out).sum().backward()
+    seen = []
+    handle = model.blocks[0].attention.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[1]))
+    try:
+        generate(model, torch.zeros(1, 3, dtype=torch.long), 4)  # a hook: generate takes the module path
+    finally:
+        handle.remove()
+    assert seen == [3, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(eos_id=17), ValueError, r"eos_id must lie in \[0, 17\) \(the vocabulary\), got 17"),
+        (dict(prompt=torch.zeros(2, 0, dtype=torch.long)), ValueError, "prompt must hold at least one token per row"),
+        (dict(prompt=torch.full((1, 2), 17)), ValueError, r"prompt holds ids from 17 to 17, outside the vocabulary"),
+        (dict(temperature=-0.5), ValueError, "temperature must be >= 0, got -0.5"),
+        (dict(top_k=0), ValueError, "top_k must be >= 1, got 0"),
+    ],
+)
+def test_generate_checks_its_arguments_once_up_front(kwargs, error, match):
+    args = dict(prompt=torch.zeros(1, 2, dtype=torch.long), max_new_tokens=3, temperature=1.0)
+    with pytest.raises(error, match=match):
+        generate(lm(), **{**args, **kwargs})
 
 
 # --- beam search -------------------------------------------------------------------------------------

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.models import DecoderOnlyLM, Seq2SeqTransformer
+from transformer_course.blocks import EncoderBlock, PositionWiseFFN, RMSNorm
+from transformer_course.models import DecoderOnlyLM, Seq2SeqTransformer, check_tokens
+from transformer_course.multihead import MultiHeadAttention
+from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -25,13 +30,23 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     greedy argmax); ``top_k`` keeps the k largest logits and renormalises over them.
     """
     _validate.tensor("logits", logits, min_dim=2, floating=True)
+    temperature, top_k = _sampling_arguments(temperature, top_k)
+    return _sample(logits, temperature, top_k, generator)
+
+
+def _sampling_arguments(temperature, top_k) -> tuple[float, int | None]:
+    """The checks of :func:`sample_next`'s ``temperature`` and ``top_k``; returns them as float and int."""
     temperature = _validate.real("temperature", temperature)
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    return temperature, None if top_k is None else _validate.integer("top_k", top_k, minimum=1)
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_k: int | None, generator) -> torch.Tensor:
+    """:func:`sample_next` without the checks, for a loop that made them once."""
     if temperature == 0:
         return logits.argmax(-1)
     if top_k is not None:
-        top_k = _validate.integer("top_k", top_k, minimum=1)
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits / temperature, dim=-1)
@@ -62,24 +77,50 @@ def _evaluating(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-@torch.no_grad()
 def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int | None = None, use_cache: bool = True, eos_id: int | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+             generator: torch.Generator | None = None, fast: bool = True, compile: bool = False) -> torch.Tensor:
     """Continue ``prompt`` ``(B, n)`` by ``max_new_tokens`` tokens; returns ``(B, n + max_new_tokens)``.
 
     Without the cache every step runs the model over the whole sequence so far (O(n^2) work per token
-    in attention, O(n) in the rest); with it, a step feeds only the newest token, whose keys and values
-    are appended to each layer's :class:`~transformer_course.multihead.KVCache`. Both give the same
-    tokens. Rows that produced ``eos_id`` keep producing it.
+    in attention, O(n) in the rest); with it, a step feeds only the newest token. Every path gives the
+    same tokens. Rows that produced ``eos_id`` keep producing it. The arguments are checked once, here.
+
+    With the cache, ``fast=True`` (the default) decodes with :class:`CachedDecoder`: keys and values in
+    tensors allocated once for all ``n + max_new_tokens`` positions and written in place, every step one
+    call of plain tensor operations, no argument checks inside the loop, under ``torch.inference_mode``.
+    ``fast=False`` is the loop of lesson 10's section 10.6: ``model(token, cache=cache)`` at every step,
+    through the modules' checked ``forward`` and a :class:`~transformer_course.multihead.KVCache` per
+    block. Both cached paths run their one-token steps on one thread: the thread count is set once after
+    the prompt and restored at the end, since handing such small operations between threads costs more
+    than it saves (:func:`_threads`). The fast path falls back to the module path when a forward hook is
+    registered on the model (hooks fire only in ``forward``) or when one of its classes is a subclass with
+    its own ``forward``.
+    ``compile=True`` runs the fast step through ``torch.compile`` (slow to start; off by default).
     """
     if not isinstance(model, DecoderOnlyLM):
         raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
     max_new_tokens = _validate.integer("max_new_tokens", max_new_tokens, minimum=0)
+    c = model.config
+    check_tokens("prompt", prompt, c.vocab_size, c.max_len)
+    if prompt.shape[1] == 0:
+        raise ValueError(f"prompt must hold at least one token per row, got shape {tuple(prompt.shape)}")
     total = prompt.shape[-1] + max_new_tokens
-    if total > model.config.max_len:
+    if total > c.max_len:
         raise ValueError(f"prompt ({prompt.shape[-1]}) + max_new_tokens ({max_new_tokens}) = {total} exceeds "
-                         f"the model's max_len={model.config.max_len}")
+                         f"the model's max_len={c.max_len}")
+    temperature, top_k = _sampling_arguments(temperature, top_k)
+    if eos_id is not None and not 0 <= _validate.integer("eos_id", eos_id) < c.vocab_size:
+        raise ValueError(f"eos_id must lie in [0, {c.vocab_size}) (the vocabulary), got {eos_id}")
+    if use_cache and fast and _fast_path_obstacle(model) is None:
+        decoder = CachedDecoder(model, prompt.shape[0], total, compile=compile)
+        return _generate_fast(decoder, prompt, max_new_tokens, temperature, top_k, eos_id, generator)
+    return _generate_with_modules(model, prompt, max_new_tokens, temperature, top_k, use_cache, eos_id, generator)
+
+
+@torch.no_grad()
+def _generate_with_modules(model, prompt, max_new_tokens, temperature, top_k, use_cache, eos_id, generator):
+    """:func:`generate` through ``model.forward``: the whole sequence at every step, or with a ``KVCache``."""
     tokens, cache = prompt, (model.new_cache() if use_cache else None)
     step_input = prompt
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
@@ -88,13 +129,206 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
             if use_cache and step == 1:  # the prompt is done: from now on one position a step, on one thread
                 settings.enter_context(_threads(1))
             logits = model(step_input if use_cache else tokens, cache=cache)[:, -1]  # (B, |V|)
-            next_token = sample_next(logits, temperature, top_k, generator)  # (B,)
+            next_token = _sample(logits, temperature, top_k, generator)  # (B,)
             if eos_id is not None:
                 next_token = next_token.masked_fill(finished, eos_id)
                 finished |= next_token == eos_id
             tokens = torch.cat([tokens, next_token[:, None]], dim=1)
             step_input = next_token[:, None]
     return tokens
+
+
+def _generate_fast(decoder: CachedDecoder, prompt, max_new_tokens, temperature, top_k, eos_id, generator):
+    """:func:`generate` with a :class:`CachedDecoder`: the tokens are written into one preallocated tensor."""
+    B, n = prompt.shape
+    tokens = torch.empty(B, n + max_new_tokens, dtype=prompt.dtype, device=prompt.device)  # (B, n + m)
+    tokens[:, :n] = prompt
+    finished = torch.zeros(B, dtype=torch.bool, device=prompt.device)
+    step_input = prompt
+    with torch.inference_mode(), contextlib.ExitStack() as settings:  # inference mode: no autograd bookkeeping
+        for t in range(n, n + max_new_tokens):
+            if t == n + 1:  # the prompt is done: one position a step from now on, on one thread (set once)
+                settings.enter_context(_threads(1))
+            next_token = _sample(decoder(step_input), temperature, top_k, generator)  # (B,)
+            if eos_id is not None:
+                next_token = next_token.masked_fill(finished, eos_id)
+                finished |= next_token == eos_id
+            tokens[:, t] = next_token  # an in-place write into an ordinary tensor, allowed in inference mode
+            step_input = tokens[:, t : t + 1]  # (B, 1): the next step's input, a view
+    return tokens
+
+
+def _fast_path_obstacle(model: DecoderOnlyLM) -> str | None:
+    """Why :class:`CachedDecoder` cannot stand in for ``model.forward``, or None when it can."""
+    expected = [(model, DecoderOnlyLM)]
+    for block in model.blocks:
+        expected += [(block, EncoderBlock), (block.attention, MultiHeadAttention), (block.ffn, PositionWiseFFN)]
+    for module, cls in expected:
+        if type(module).forward is not cls.forward:
+            return f"{type(module).__name__} has its own forward"
+    for norm in [model.norm] + [n for b in model.blocks for n in (b.norm1, b.norm2)]:
+        if type(norm) not in (nn.LayerNorm, RMSNorm, nn.Identity):
+            return f"a norm of type {type(norm).__name__}"
+    if model.position_embedding is not None and type(model.position_embedding) not in (
+            LearnedPositionalEmbedding, SinusoidalPositionalEncoding):
+        return f"positions from {type(model.position_embedding).__name__}"
+    if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks or any(
+            m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
+        return "forward hooks are registered (they fire only in forward)"
+    return None
+
+
+class _Layer(NamedTuple):
+    """One block's weights, gathered for :func:`_decode_step`."""
+
+    norm1: tuple
+    norm2: tuple
+    W_qkv: torch.Tensor  # (d + 2 d_kv, d): W_q, W_k and W_v stacked, one matrix product for all three
+    b_qkv: torch.Tensor | None
+    W_o: torch.Tensor
+    b_o: torch.Tensor | None
+    W_1: torch.Tensor
+    b_1: torch.Tensor | None
+    W_2: torch.Tensor
+    b_2: torch.Tensor | None
+    activation: object
+    gated: bool
+
+
+class _Shape(NamedTuple):
+    """The constants of :func:`_decode_step`: widths and the model's options."""
+
+    d: int
+    h: int
+    h_kv: int
+    d_head: int
+    norm_first: bool
+    rotary: bool
+
+
+class CachedDecoder:
+    r"""The cached decoding step of a :class:`~transformer_course.models.DecoderOnlyLM`, written out.
+
+    ``CachedDecoder(model, batch_size, max_len)`` allocates the keys and values of every block for
+    ``max_len`` positions at once, ``(L, B, h_kv, max_len, d_head)`` each, and gathers the model's
+    weights (W_q, W_k and W_v stacked into one matrix per block). ``decoder(tokens)``: tokens ``(B, n)``,
+    the positions after the ``decoder.position`` already cached (the prompt first, then one token at a
+    time); returns the logits at the last position, ``(B, |V|)``. A step is one function of plain tensor
+    operations, :func:`_decode_step`: no module calls, no argument checks, no growing of the cache, the new
+    keys and values written in place. It computes what ``model(tokens, cache=cache)[:, -1]`` computes, up
+    to float32 rounding. It is made for one generation: it copies W_q, W_k and W_v when it is built, so a
+    model trained afterwards needs a new one (``generate`` builds one per call). ``compile=True`` runs the
+    one-token step through ``torch.compile``.
+    """
+
+    def __init__(self, model: DecoderOnlyLM, batch_size: int, max_len: int | None = None, *, compile: bool = False):
+        obstacle = _fast_path_obstacle(model) if isinstance(model, DecoderOnlyLM) else "not a DecoderOnlyLM"
+        if obstacle is not None:
+            raise TypeError(f"model must be a DecoderOnlyLM built from the package's modules: {obstacle}")
+        c = model.config
+        self.batch_size = _validate.integer("batch_size", batch_size, minimum=1)
+        self.max_len = c.max_len if max_len is None else _validate.integer("max_len", max_len, minimum=1)
+        _validate.positions(self.max_len, c.max_len, what="the decoder")
+        att = model.blocks[0].attention
+        self.shape = _Shape(c.d_model, att.num_heads, att.num_kv_heads, att.d_head, c.norm_first,
+                            att.rotary is not None)
+        with torch.no_grad():
+            self.layers = [_gather(block) for block in model.blocks]
+        weight = model.token_embedding.weight
+        self.embedding, self.head, self.final_norm = weight, model.head.weight, _norm(model.norm)
+        positions = model.position_embedding
+        self.positions = (positions.embedding.weight if isinstance(positions, LearnedPositionalEmbedding)
+                          else positions.pe if positions is not None else None)  # (max_len, d): added to x
+        self.rotary = (att.rotary.cos, att.rotary.sin) if att.rotary is not None else None
+        cache_shape = (len(self.layers), self.batch_size, self.shape.h_kv, self.max_len, self.shape.d_head)
+        self.keys = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
+        self.values = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
+        # Each block's weights with its part of the cache, (B, h_kv, max_len, d_head) views, made once.
+        self.blocks = list(zip(self.layers, self.keys.unbind(0), self.values.unbind(0), strict=True))
+        self.position = 0  # positions cached so far
+        self._step = torch.compile(_decode_step, dynamic=True) if compile else _decode_step
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        if self.position + n > self.max_len:
+            raise ValueError(f"positions {self.position}..{self.position + n - 1} exceed the decoder's max_len="
+                             f"{self.max_len}")
+        step = self._step if n == 1 else _decode_step  # the prompt runs once: not worth compiling
+        logits = step(self, tokens, self.position)
+        self.position += n
+        return logits
+
+
+def _gather(block: EncoderBlock) -> _Layer:
+    """One block's weights for :func:`_decode_step`; W_q, W_k, W_v concatenated into one matrix."""
+    att, ffn = block.attention, block.ffn
+    biases = [att.W_q.bias, att.W_k.bias, att.W_v.bias]
+    return _Layer(_norm(block.norm1), _norm(block.norm2),
+                  torch.cat([att.W_q.weight, att.W_k.weight, att.W_v.weight]),
+                  None if biases[0] is None else torch.cat(biases), att.W_o.weight, att.W_o.bias,
+                  ffn.W_1.weight, ffn.W_1.bias, ffn.W_2.weight, ffn.W_2.bias, ffn.activation, ffn.gated)
+
+
+def _norm(module: nn.Module) -> tuple:
+    """A norm as data: ``("layer", weight, bias, eps)``, ``("rms", weight, eps)`` or ``("none",)``."""
+    if isinstance(module, nn.LayerNorm):
+        return ("layer", module.weight, module.bias, module.eps)
+    if isinstance(module, RMSNorm):
+        return ("rms", module.weight, module.eps)
+    return ("none",)
+
+
+def _apply_norm(norm: tuple, x: torch.Tensor) -> torch.Tensor:
+    if norm[0] == "layer":
+        return F.layer_norm(x, x.shape[-1:], norm[1], norm[2], norm[3])
+    if norm[0] == "rms":  # RMSNorm's own formula
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm[2]) * norm[1]
+    return x
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RotaryEmbedding's rotation of the feature pairs (2i, 2i+1) of ``x`` ``(B, h, n, d_head)``."""
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
+def _decode_step(decoder: CachedDecoder, tokens: torch.Tensor, position: int) -> torch.Tensor:
+    """tokens ``(B, n)`` at positions ``position .. position + n - 1`` -> logits at the last one, ``(B, |V|)``.
+
+    What ``DecoderOnlyLM.forward`` does with a cache, as plain tensor operations; the keys and values of
+    the new positions are written into ``decoder.keys`` and ``decoder.values`` in place.
+    """
+    s = decoder.shape
+    B, n = tokens.shape
+    end = position + n
+    x = F.embedding(tokens, decoder.embedding)  # (B, n, d)
+    if decoder.positions is not None:
+        x = x + decoder.positions[position:end]  # learned or sinusoidal positions (no dropout: eval)
+    for layer, keys, values in decoder.blocks:  # keys, values: this block's (B, h_kv, max_len, d_head)
+        h = _apply_norm(layer.norm1, x) if s.norm_first else x
+        q, k, v = F.linear(h, layer.W_qkv, layer.b_qkv).split([s.d, s.h_kv * s.d_head, s.h_kv * s.d_head], -1)
+        q = q.view(B, n, s.h, s.d_head).transpose(1, 2)  # (B, h, n, d_head)
+        k = k.view(B, n, s.h_kv, s.d_head).transpose(1, 2)  # (B, h_kv, n, d_head)
+        v = v.view(B, n, s.h_kv, s.d_head).transpose(1, 2)
+        if s.rotary:
+            cos, sin = decoder.rotary[0][position:end], decoder.rotary[1][position:end]
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        keys[:, :, position:end] = k  # written in place: the cache never grows
+        values[:, :, position:end] = v
+        heads = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], is_causal=n > 1,
+                                               enable_gqa=s.h_kv != s.h)  # (B, h, n, d_head)
+        out = F.linear(heads.transpose(1, 2).reshape(B, n, s.d), layer.W_o, layer.b_o)  # (B, n, d)
+        x = x + out if s.norm_first else _apply_norm(layer.norm1, x + out)
+        h = _apply_norm(layer.norm2, x) if s.norm_first else x
+        hidden = F.linear(h, layer.W_1, layer.b_1)  # (B, n, d_ff), or 2 d_ff when gated
+        if layer.gated:
+            gate, up = hidden.chunk(2, dim=-1)
+            hidden = layer.activation(gate) * up
+        else:
+            hidden = layer.activation(hidden)
+        out = F.linear(hidden, layer.W_2, layer.b_2)
+        x = x + out if s.norm_first else _apply_norm(layer.norm2, x + out)
+    return F.linear(_apply_norm(decoder.final_norm, x[:, -1]), decoder.head)  # (B, |V|)
 
 
 def _seq2seq_inputs(model, src, bos_id: int, eos_id: int, max_len: int) -> int:

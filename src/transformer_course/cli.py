@@ -111,16 +111,27 @@ def cmd_grade(args) -> int:
     return 0
 
 
-def cmd_merge_grades(args) -> int:
-    from transformer_course.grading.report import BadGradebook, merge, read_csv, summary, to_csv, write_html
+def _merged_gradebooks(paths: list[str]):
+    """The gradebooks joined as `merge-grades` joins them, its notes printed; None (after the error) if one is bad."""
+    from transformer_course.grading.report import BadGradebook, merge, read_csv
 
     try:
-        books = [(name, read_csv(name)) for name in args.gradebooks]
+        books = [(name, read_csv(name)) for name in paths]
     except BadGradebook as error:
-        return _fail(str(error))
+        _fail(str(error))
+        return None
     rows, notes = merge(books)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    return rows
+
+
+def cmd_merge_grades(args) -> int:
+    from transformer_course.grading.report import summary, to_csv, write_html
+
+    rows = _merged_gradebooks(args.gradebooks)
+    if rows is None:
+        return 2
     text = to_csv(rows)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8", newline="")
@@ -134,15 +145,10 @@ def cmd_merge_grades(args) -> int:
 
 def cmd_report(args) -> int:
     from transformer_course.grading.classpage import PAGE, class_summary, write_class_page
-    from transformer_course.grading.report import BadGradebook, merge, read_csv
 
-    try:
-        books = [(name, read_csv(name)) for name in args.gradebooks]
-    except BadGradebook as error:
-        return _fail(str(error))
-    rows, notes = merge(books)
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+    rows = _merged_gradebooks(args.gradebooks)
+    if rows is None:
+        return 2
     print(class_summary(rows))
     if args.html:
         out = Path(args.html)

@@ -34,6 +34,9 @@ def test_every_notebook_starts_with_the_install_cell_of_the_configured_repositor
     assert first.id == launch.INSTALL_CELL_ID, f"{path.name}: the first code cell is {first.id!r}; run `make execute`"
     assert first.source == launch.install_cell_source(CONFIGURED), f"{path.name}: stale install cell; `make execute`"
     assert [c.id for c in nb.cells].count(launch.INSTALL_CELL_ID) == 1
+    assert "hide-input" in first.metadata.get("tags", []), f"{path.name}: the book must hide the install cell"
+    assert first.metadata.get("jupyter", {}).get("source_hidden") is True, \
+        f"{path.name}: JupyterLab must collapse the install cell's 17 lines; `make execute`"
     if path.parent.name == "exercises":
         assert first.metadata.get("editable") is False, "learners must not edit the install cell"
 
@@ -153,8 +156,10 @@ def test_sync_adds_the_cell_before_the_first_code_cell_then_updates_it():
     nb = new_notebook(cells=[new_markdown_cell("# Title"), new_code_cell("x = 1")])
     assert launch.sync_install_cell(nb, "print('old')")
     assert [c.id for c in nb.cells][1] == launch.INSTALL_CELL_ID and nb.cells[2].source == "x = 1"
-    assert nb.cells[1].metadata["tags"] == ["hide-input"]
+    assert nb.cells[1].metadata["tags"] == ["hide-input"] and nb.cells[1].metadata["jupyter"] == {"source_hidden": True}
     assert not launch.sync_install_cell(nb, "print('old')")
+    del nb.cells[1].metadata["jupyter"]  # a cell from before JupyterLab collapsed it gets the metadata back
+    assert launch.sync_install_cell(nb, "print('old')") and nb.cells[1].metadata["jupyter"] == {"source_hidden": True}
     assert launch.sync_install_cell(nb, "print('new')") and nb.cells[1].source == "print('new')"
     assert len(nb.cells) == 3
 

@@ -18,6 +18,7 @@ The cell's text is generated here from ``_config.yml``, so that setting the repo
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,21 +110,26 @@ def install_cell_source(repo: Repository | None) -> str:
 
 
 def sync_install_cell(nb: nbformat.NotebookNode, source: str) -> bool:
-    """Make ``nb``'s install cell hold ``source``, adding it before the first code cell if it has none.
+    """Make ``nb``'s install cell hold ``source``, adding it before the first code cell if it has none, with its
+    source hidden in the book (the ``hide-input`` tag) and collapsed in JupyterLab (which ignores the tag).
 
     Returns True if ``nb`` changed.
     """
     cells = nb.cells
     cell = next((c for c in cells if c.get("id") == INSTALL_CELL_ID), None)
-    if cell is not None:
-        if cell.cell_type != "code":
-            raise ValueError(f"cell {INSTALL_CELL_ID!r} must be a code cell, it is a {cell.cell_type} cell")
-        changed, cell.source = cell.source != source, source
-        return changed
-    cell = nbformat.v4.new_code_cell(source, id=INSTALL_CELL_ID, metadata={"tags": ["hide-input"]})
-    first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
-    cells.insert(first_code, cell)
-    return True
+    if cell is None:
+        cell = nbformat.v4.new_code_cell(source, id=INSTALL_CELL_ID)
+        first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+        cells.insert(first_code, cell)
+    elif cell.cell_type != "code":
+        raise ValueError(f"cell {INSTALL_CELL_ID!r} must be a code cell, it is a {cell.cell_type} cell")
+    before = (cell.source, json.dumps(cell.metadata, sort_keys=True))
+    cell.source = source
+    tags = cell.metadata.setdefault("tags", [])
+    if "hide-input" not in tags:
+        tags.append("hide-input")
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    return before != (cell.source, json.dumps(cell.metadata, sort_keys=True))
 
 
 def install_cell_for(notebook: str | Path) -> str | None:

@@ -210,3 +210,13 @@ def test_integer_ticks_keep_labels():
     viz.integer_ticks(ax)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("draw", [viz.heatmap, viz.mask_image], ids=["heatmap", "mask_image"])
+@pytest.mark.parametrize("n", [2, 4, 7])
+def test_static_matrices_tick_whole_positions(draw, n):
+    ax = draw(torch.ones(n, n + 1, dtype=torch.bool) if draw is viz.mask_image else torch.rand(n, n + 1))
+    ax.figure.canvas.draw()
+    xs, ys = _tick_values(ax)
+    assert xs and ys and all(float(t).is_integer() for t in xs + ys), (n, xs, ys)
+    plt.close(ax.figure)

@@ -49,6 +49,7 @@ def _label_axes(ax, row_labels, col_labels, xlabel, ylabel, title):
         ax.set_xticks(range(len(col_labels)), col_labels, rotation=90 if len(col_labels) > 6 else 0)
     if row_labels is not None:
         ax.set_yticks(range(len(row_labels)), row_labels)
+    integer_ticks(ax)  # rows and columns are positions: no tick at -0.5
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

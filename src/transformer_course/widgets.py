@@ -138,8 +138,8 @@ def _draw_mask(fig: Figure, kind: str, n: int, valid_len: int, seed: int = 0) ->
     x = torch.randn(n, 8, generator=g)
     _, weights = scaled_dot_product_attention(x, x, x, mask)
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    viz.integer_ticks(viz.mask_image(mask, left, title=f"{kind} mask (dark = may attend)"))
-    viz.integer_ticks(viz.heatmap(weights, right, title="attention weights", vmax=1.0))
+    viz.mask_image(mask, left, title=f"{kind} mask (dark = may attend)")
+    viz.heatmap(weights, right, title="attention weights", vmax=1.0)
 
 
 def mask_explorer() -> Explorer:
@@ -196,7 +196,6 @@ def _draw_positions(fig: Figure, position: int, dimension: int, base: float, n: 
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     viz.heatmap(pe, left, title=f"PE for n = {n}, d = {d}, base {base:g}", xlabel="dimension",
                 ylabel="position", cmap="RdBu", vmin=-1, vmax=1)
-    viz.integer_ticks(left)
     left.axhline(position, color="black", lw=1)
     left.axvline(dimension, color="black", lw=1, ls="--")
     right.plot(pe[:, dimension].numpy(), color="#2b5d8a")

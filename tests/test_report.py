@@ -44,6 +44,13 @@ def test_the_terminal_summary(rows):
     assert text.splitlines()[-1] == "Worth a new Mistake (most wrong answers match no known mistake): 02.1 (6 of 8)."
 
 
+def test_the_instructor_guide_shows_the_summary_of_this_class(rows):
+    guide = (ROOT / "book" / "instructor_guide.md").read_text()
+    shown = re.search(r"```text\n(Class report:.*?)```", guide, re.DOTALL)
+    assert shown, "the instructor guide's class report section lost its example summary"
+    assert shown.group(1).rstrip() == class_summary(rows).rstrip(), "the guide's example is stale: paste class_summary"
+
+
 def test_the_class_page_names_no_student_and_ranks_the_mistakes(rows, tmp_path, capsys):
     gradebook = tmp_path / "grades.csv"
     write_csv(rows, gradebook)

@@ -149,7 +149,7 @@ def test_binder_installs_the_pinned_requirements_with_cpu_pytorch_and_the_packag
     assert os.access(post_build, os.X_OK) and "pip install --no-deps -e ." in post_build.read_text()
 
 
-def test_binder_gives_its_lab_the_course_lab_settings(tmp_path):
+def test_binder_gives_its_lab_the_course_lab_settings(tmp_path, monkeypatch):
     """postBuild, run with a stand-in pip and a scratch Lab directory, puts lab-settings/ where that Lab's
     default application settings directory reads it: no news pop-up on Binder either."""
     from jupyterlab.labapp import LabApp
@@ -160,16 +160,10 @@ def test_binder_gives_its_lab_the_course_lab_settings(tmp_path):
     for name, body in (("pip", "exit 0"), ("python", f'exec "{sys.executable}" "$@"')):
         (shims / name).write_text(f"#!/bin/sh\n{body}\n")
         (shims / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "JUPYTERLAB_DIR": str(tmp_path / "lab")}
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "lab"))
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
     subprocess.run([str(ROOT / "binder" / "postBuild")], cwd=ROOT, env=env, check=True, timeout=60)
-    os.environ["JUPYTERLAB_DIR"], before = str(tmp_path / "lab"), os.environ.get("JUPYTERLAB_DIR")
-    try:
-        overrides, error = _get_overrides(LabApp().app_settings_dir)
-    finally:
-        if before is None:
-            del os.environ["JUPYTERLAB_DIR"]
-        else:
-            os.environ["JUPYTERLAB_DIR"] = before
+    overrides, error = _get_overrides(LabApp().app_settings_dir)
     assert not error
     assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
 

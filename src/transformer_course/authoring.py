@@ -138,7 +138,7 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         cell.metadata.pop("execution", None)
-        _collapse_in_lab(cell)
+        collapse_in_lab(cell)
         if cell.cell_type == "markdown" and cell.get("id") == "how-to":
             cell.source = cell.source.rstrip() + "\n\n" + textwrap.fill(RUN_ALL_HOWTO, 110)
         if i in checks:
@@ -170,7 +170,7 @@ def _tag(cell, tag: str) -> None:
         tags.append(tag)
 
 
-def _collapse_in_lab(cell) -> None:
+def collapse_in_lab(cell) -> None:
     """JupyterLab ignores the book's hide-* tags: collapse the same parts with its own metadata."""
     for tag in cell.metadata.get("tags", []):
         if tag in LAB_HIDDEN:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_course.authoring import collapse_in_lab
+
 INSTALL_CELL_ID = "install"
 CONFIG = "_config.yml"
 _GITHUB = re.compile(r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")  # Colab and Binder need GitHub
@@ -128,7 +130,7 @@ def sync_install_cell(nb: nbformat.NotebookNode, source: str) -> bool:
     tags = cell.metadata.setdefault("tags", [])
     if "hide-input" not in tags:
         tags.append("hide-input")
-    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    collapse_in_lab(cell)
     return before != (cell.source, json.dumps(cell.metadata, sort_keys=True))
 
 

@@ -60,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,
 # the book, pip). make test before a commit.
@@ -70,9 +70,9 @@ test-fast: lint
 # The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
 test-portable: $(STAMP)
 	@echo "== nbval under $(PORTABLE_1)"
-	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
 	@echo "== nbval under $(PORTABLE_2)"
-	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
 
 # Learners run the course with the PyTorch they have (Colab keeps its own): the lessons' claims must hold across
 # the range pyproject.toml states, not only on the pinned CPU wheel. A second environment, .venv-torch-VERSION,
@@ -87,7 +87,7 @@ test-torch:
 	    torch==$(TORCH)
 	$(TORCH_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@$(TORCH_VENV)/bin/python -c "import torch; print('== nbval with torch', torch.__version__)"
-	$(TORCH_VENV)/bin/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	$(TORCH_VENV)/bin/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
 
 # As root (a container, say) Jupyter refuses to start unless told that this is intended. The course's Lab
 # settings (lab-settings/overrides.json5: no news pop-up) apply to this Lab only, not to the user's global

@@ -17,7 +17,8 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 PORTABLE_1 := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
 PORTABLE_2 := MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3
 
-.PHONY: help venv book slides test test-fast test-portable lint lab execute exercises bench requirements clean distclean
+.PHONY: help venv book slides test test-fast test-portable test-torch lint lab execute exercises bench requirements clean \
+        distclean
 
 help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
@@ -25,6 +26,7 @@ help:
 	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
 	@echo "make test-fast    lint and the package, checks and authoring tests (no notebooks, grading runs, book): < 1 min"
 	@echo "make test-portable  re-run lessons and solutions with nbval under two other numerics configurations"
+	@echo "make test-torch TORCH=2.15.0  re-run lessons and solutions with nbval under another PyTorch release"
 	@echo "make lab         open JupyterLab on the exercise notebooks"
 	@echo "make execute     re-run lessons/ and solutions/ in place from a fresh kernel"
 	@echo "make exercises   regenerate exercises/ from solutions/"
@@ -58,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,
 # the book, pip). make test before a commit.
@@ -68,9 +70,24 @@ test-fast: lint
 # The stored outputs must come out of the code on any CPU, not only on the machine that stored them.
 test-portable: $(STAMP)
 	@echo "== nbval under $(PORTABLE_1)"
-	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	$(PORTABLE_1) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
 	@echo "== nbval under $(PORTABLE_2)"
-	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile -q -p no:cacheprovider
+	$(PORTABLE_2) $(BIN)/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
+
+# Learners run the course with the PyTorch they have (Colab keeps its own): the lessons' claims must hold across
+# the range pyproject.toml states, not only on the pinned CPU wheel. A second environment, .venv-torch-VERSION,
+# holds the pinned requirements with another torch release; PyPI serves it as a CUDA build on Linux (several GB, runs
+# on the CPU). PIP_CONSTRAINT=/dev/null lifts a machine-wide pip constraint that caps the torch version, if any.
+TORCH ?= 2.15.0
+TORCH_VENV := .venv-torch-$(TORCH)
+test-torch:
+	@test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	grep -v '^torch==' requirements.txt > $(TORCH_VENV)/requirements.txt
+	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install --quiet -r $(TORCH_VENV)/requirements.txt \
+	    torch==$(TORCH)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	@$(TORCH_VENV)/bin/python -c "import torch; print('== nbval with torch', torch.__version__)"
+	$(TORCH_VENV)/bin/python -m pytest lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder -q -p no:cacheprovider
 
 # As root (a container, say) Jupyter refuses to start unless told that this is intended. The course's Lab
 # settings (lab-settings/overrides.json5: no news pop-up) apply to this Lab only, not to the user's global
@@ -97,7 +114,7 @@ bench: $(STAMP)
 requirements:
 	rm -rf /tmp/tc-pin && $(PYTHON) -m venv /tmp/tc-pin
 	/tmp/tc-pin/bin/python -m pip install --quiet --upgrade pip
-	/tmp/tc-pin/bin/python -m pip install --quiet -e '.[test]'
+	/tmp/tc-pin/bin/python -m pip install --quiet -e '.[test]' torch==2.13.0
 	{ echo "# Every package, pinned: the exact set that CI tests. Regenerate with 'make requirements'"; \
 	  echo "# after changing the dependencies in pyproject.toml (pip freeze of a fresh .venv)."; \
 	  /tmp/tc-pin/bin/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; \

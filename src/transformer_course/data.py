@@ -276,3 +276,54 @@ def batcher(*tensors: torch.Tensor, batch_size: int, pad_id: int = 0):
         return tuple(out)
 
     return batch
+
+
+# --- Shakespeare's plays (lesson 13) -----------------------------------------------------------------
+
+# The cleaned corpus ships with the package; corpora/README.md says where it comes from and how it was cleaned,
+# tools/build_shakespeare.py rebuilds it. The hash is that of the text, so a file gzipped again still loads.
+SHAKESPEARE_FILE = "corpora/shakespeare.txt.gz"
+SHAKESPEARE_SHA256 = "7465e2de07d07dfcc12c4e083a26c4bbdd6267da6b5db142f64b5bd6635864ef"
+# Whole plays are held out, so that a line learned by heart cannot pass for generalisation. Each held-out split
+# has a comedy and a tragedy or history of about the median length (128 756 characters); "train": the 32 others.
+SHAKESPEARE_HELD_OUT = {"valid": ("julius_caesar", "twelfth_night"), "test": ("much_ado_about_nothing", "richard_ii")}
+SHAKESPEARE_SPLITS = ("train", "valid", "test")
+
+
+@functools.cache
+def _shakespeare_corpus(path=None) -> dict[str, str]:
+    """Every play of the corpus at ``path`` (default: the package's), by id, after checking its sha256."""
+    import gzip
+    import hashlib
+    import re
+    from importlib import resources
+
+    source = resources.files("transformer_course").joinpath(SHAKESPEARE_FILE) if path is None else path
+    data = gzip.decompress(source.read_bytes())
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHAKESPEARE_SHA256:
+        raise ValueError(f"the Shakespeare corpus {source} has sha256 {digest}, expected {SHAKESPEARE_SHA256}: "
+                         "the file is damaged or not the course's; rebuild it with tools/build_shakespeare.py")
+    parts = re.split(r"(?m)^=== (\w+) ===\n", data.decode("ascii"))  # ["", id, text, id, text, ...]
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def shakespeare_plays(split: str = "train") -> dict[str, str]:
+    """The plays of ``split`` ("train", "valid" or "test") by id (``"macbeth"``), in alphabetical order.
+
+    Each text starts with the play's title in capitals; a speaker's name stands on its own line in capitals
+    with a full stop ("MACBETH."), followed by the speech; paragraphs are separated by one blank line.
+    ``list(shakespeare_plays("valid"))`` lists the plays of a split.
+    """
+    if split not in SHAKESPEARE_SPLITS:
+        raise ValueError(f"split must be one of {SHAKESPEARE_SPLITS}, got {split!r}")
+    plays = _shakespeare_corpus()
+    held_out = {play for plays_of in SHAKESPEARE_HELD_OUT.values() for play in plays_of}
+    keep = SHAKESPEARE_HELD_OUT[split] if split != "train" else [p for p in plays if p not in held_out]
+    return {play: plays[play] for play in sorted(keep)}
+
+
+def shakespeare(split: str = "train") -> str:
+    """The text of the plays of ``split`` ("train", "valid" or "test"), one after the other, a blank line
+    between two plays. ASCII; 4.25 M characters for "train", 0.23 M for "valid", 0.25 M for "test"."""
+    return "\n".join(shakespeare_plays(split).values())

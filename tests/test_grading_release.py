@@ -16,8 +16,8 @@ import pytest
 
 from transformer_course.cli import main
 from transformer_course.grading.collect import load_releases
-from transformer_course.grading.execute import Limits
-from transformer_course.grading.report import read_csv
+from transformer_course.grading.gradebook import read_csv
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.selfcheck import check_notebooks, report
 
 pytestmark = pytest.mark.slow  # grades the whole release twice, training the capstone once

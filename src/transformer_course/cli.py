@@ -197,14 +197,14 @@ def cmd_report(args) -> int:
 
 def cmd_check(args) -> int:
     from transformer_course.grading.collect import GradingError
-    from transformer_course.grading.selfcheck import check_notebooks, report
+    from transformer_course.grading.selfcheck import check_notebooks, check_report
 
     try:
         limits = _limits(args)
         checked = check_notebooks(args.notebooks, release=args.release, limits=limits, jobs=args.jobs)
     except GradingError as error:
         return _fail(str(error))
-    print("\n\n".join(report(c, limits) for c in checked))
+    print("\n\n".join(check_report(c, limits) for c in checked))
     return 0
 
 

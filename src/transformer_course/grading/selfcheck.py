@@ -121,7 +121,7 @@ def check_notebooks(notebooks: Sequence[str | Path], *, release: str | Path | No
         return list(pool.map(run, units))
 
 
-def report(checked: Checked, limits: Limits) -> str:
+def check_report(checked: Checked, limits: Limits) -> str:
     """What the learner reads: the rows, the total, and any row the grader would mark or flag."""
     rows = checked.rows
     out = [f"{checked.notebook}: graded as the instructor's grader will (read-only cells restored from the release "

@@ -34,7 +34,7 @@ from transformer_course.cell_metadata import (
     RUN_PAST_ERRORS,
     add_tag,
     collapse_in_lab,
-    set_editable,
+    protect,
 )
 
 BEGIN = "# BEGIN SOLUTION"
@@ -140,7 +140,7 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
         if i in checks:
             ex = REGISTRY[checks[i]]
             cell.metadata[METADATA_KEY] = {"role": "check", "exercise": ex.id, "title": ex.title, "points": ex.points}
-            set_editable(cell, False)
+            protect(cell, editable=False)
             add_tag(cell, RUN_PAST_ERRORS)
         elif cell.cell_type == "code" and _has_fence(cell.source):
             following = [c for c in checks if c > i]
@@ -149,10 +149,10 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
             exercise_id = checks[following[0]]
             cell.source = stub_source(cell.source, exercise_id, path, i)
             cell.metadata[METADATA_KEY] = {"role": "answer", "exercise": exercise_id}
-            set_editable(cell, True)
+            protect(cell, editable=True)
             add_tag(cell, RUN_PAST_ERRORS)  # an answer that raises (a syntax error, say) does not stop Run All
         else:
-            set_editable(cell, False)
+            protect(cell, editable=False)
     taken = [c.get("id") for c in nb.cells if c.get("id") in PROGRESS_IDS]
     if taken:
         raise MarkerError(path, None, f"cell id {taken[0]!r} is reserved for the generated progress cell")
@@ -171,9 +171,9 @@ def progress_cells(lesson: str) -> list[nbformat.NotebookNode]:
     code = nbformat.v4.new_code_cell(
         "from transformer_course.checks.progress import progress\n\n"
         f'progress("{lesson}")', id=PROGRESS_IDS[1])
-    set_editable(title, False)
+    protect(title, editable=False)
     code.metadata[METADATA_KEY] = {"role": "progress"}
-    set_editable(code, False)
+    protect(code, editable=False)
     return [title, code]
 
 

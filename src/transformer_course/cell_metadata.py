@@ -32,8 +32,9 @@ def collapse_in_lab(cell) -> None:
             cell.metadata.setdefault("jupyter", {}).update(LAB_HIDDEN[tag])
 
 
-def set_editable(cell, editable: bool) -> None:
-    """Jupyter's flags: ``editable`` as given; no cell of an exercise notebook can be deleted."""
+def protect(cell, *, editable: bool) -> None:
+    """Jupyter's flags for a cell of an exercise notebook: it cannot be deleted, and can be edited only if
+    ``editable`` (the answer cells)."""
     cell.metadata.update(editable=editable, deletable=False)
 
 

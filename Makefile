@@ -65,6 +65,7 @@ test: lint
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,
 # the book, pip). make test before a commit.
 test-fast: lint
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest tests -m "not slow" -n 2 -q -p no:cacheprovider
 
 # The stored outputs must come out of the code on any CPU, not only on the machine that stored them.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from transformer_course.authoring import execute_notebook
+from transformer_course.notebook_execution import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 

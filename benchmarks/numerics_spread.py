@@ -143,7 +143,7 @@ def run_once(path: Path, offset: int, timeout: int) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
-    from transformer_course.authoring import current_env_kernel_manager
+    from transformer_course.notebook_execution import current_env_kernel_manager
 
     nb = nbformat.read(path, as_version=4)
     by_cell: dict[str, dict[str, str]] = {}

@@ -127,7 +127,7 @@ FORGED_RECORD = (
     "    calls = [('value', torch.zeros(2, 3, 5), torch.get_rng_state())] * 5  # well-formed, wrong\n"
     "    torch.save({'exercise': exercise_id, 'calls': calls}, os.path.join(folder, exercise_id + '.pt'))\n"
     "    print('\u2714 public checks passed')\n\n"
-    "fake.check = _check\n"
+    "fake.recording_check = _check\n"
     "sys.modules['transformer_course.grading.kernel'] = fake\n"
 )
 
@@ -501,7 +501,7 @@ CLASS_EXPECTED = {
 def class_rows() -> list:
     """The gradebook rows of the fabricated class: messages and mistakes as the real checks give them."""
     from transformer_course.checks import REGISTRY
-    from transformer_course.grading.report import Row, sort_rows
+    from transformer_course.grading.gradebook import GradeRow, sort_rows
 
     rows = []
     for exercise, answers in CLASS_ANSWERS.items():
@@ -509,15 +509,15 @@ def class_rows() -> list:
         notebook = CLASS_NOTEBOOKS[ex.lesson]
         for student, answer in zip(CLASS, answers, strict=True):
             if answer is RIGHT:
-                rows.append(Row(student, notebook, exercise, ex.title, ex.points, ex.points, "passed",
+                rows.append(GradeRow(student, notebook, exercise, ex.title, ex.points, ex.points, "passed",
                                 "all 5 cases passed"))
                 continue
             if answer == ABSENT:
-                rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "missing",
+                rows.append(GradeRow(student, notebook, exercise, ex.title, 0, ex.points, "missing",
                                 f"no {notebook} in the submission"))
                 continue
             if answer == BROKEN:
-                rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "error",
+                rows.append(GradeRow(student, notebook, exercise, ex.title, 0, ex.points, "error",
                                 "NameError: name 'softmax' is not defined"))
                 continue
             if answer == "named error":
@@ -526,5 +526,5 @@ def class_rows() -> list:
                 check(exercise, answer)
             message = str(failure.value)[len(f"{exercise} {ex.title}: "):].strip()
             mistake = f"{exercise}/{failure.value.mistake.id}" if failure.value.mistake else ""
-            rows.append(Row(student, notebook, exercise, ex.title, 0, ex.points, "failed", message, mistake))
+            rows.append(GradeRow(student, notebook, exercise, ex.title, 0, ex.points, "failed", message, mistake))
     return sort_rows(rows)

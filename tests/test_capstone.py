@@ -91,7 +91,7 @@ def test_a_weakly_trained_model_earns_part_of_the_points_in_the_kernel_and_outsi
     points = int(re.search(r"(\d)/4 points: ", line)[1])
     assert 0 < points < capstone.POINTS, line
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
-    kernel.check("12.4", weak)
+    kernel.recording_check("12.4", weak)
     found = confirm("12.4", tmp_path / "12.4.pt")
     assert (found.verdict, found.points, found.cases) == ("partial", points, capstone.SAMPLE)
     assert found.message.startswith(f"{points}/4 points: exact match ") and found.message in line

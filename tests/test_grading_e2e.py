@@ -25,7 +25,7 @@ from fabricated_class import (
 
 from transformer_course.checks import check
 from transformer_course.cli import main
-from transformer_course.grading.report import COLUMNS, read_csv
+from transformer_course.grading.gradebook import COLUMNS, read_csv
 
 pytestmark = pytest.mark.slow  # every test grades notebooks in kernels
 

@@ -16,9 +16,9 @@ import pytest
 
 from transformer_course.cli import main
 from transformer_course.grading.collect import load_releases
-from transformer_course.grading.execute import Limits
-from transformer_course.grading.report import read_csv
-from transformer_course.grading.selfcheck import check_notebooks, report
+from transformer_course.grading.gradebook import read_csv
+from transformer_course.grading.limits import Limits
+from transformer_course.grading.selfcheck import check_notebooks, check_report
 
 pytestmark = pytest.mark.slow  # grades the whole release twice, training the capstone once
 
@@ -55,9 +55,9 @@ def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
     assert capstone.message.startswith("4/4 points: exact match ") and "review the code" not in capstone.message, \
         capstone
     for c in checked[:-1]:
-        text = report(c, limits)
+        text = check_report(c, limits)
         full = sum(r.max_points for r in c.rows)
         assert f"Total: {full}/{full} points." in text and "Nothing would be marked `tampered` or flagged" in text, text
     assert [(r.exercise, r.status) for r in checked[-1].rows] == [("01.1", "passed"), ("01.2", "tampered"),
                                                                   ("01.3", "passed")]
-    assert "TAMPERED: the grader will mark 01.2 as `tampered`" in report(checked[-1], limits)
+    assert "TAMPERED: the grader will mark 01.2 as `tampered`" in check_report(checked[-1], limits)

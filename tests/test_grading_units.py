@@ -4,6 +4,8 @@ submission, reading notebooks, the record of a check and its replay, messages. F
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import re
@@ -15,11 +17,14 @@ import torch
 from fabricated_class import EXERCISE, NAME, ROOT, cell, correct, insert_after, solution_source
 
 from transformer_course.checks import CheckFailed
-from transformer_course.cli import main
+from transformer_course.cli import build_parser, main
+from transformer_course.grading import execute, grader, selfcheck, verdict
+from transformer_course.grading import limits as limits_module
 from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
+from transformer_course.grading.gradebook import COLUMNS, GradeRow, read_csv
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, Prepared, load_release, prepare, strip_markers
 from transformer_course.grading.replay import Confirmation
-from transformer_course.grading.report import COLUMNS, Row, read_csv
 
 
 def test_merge_grades_applies_a_regrade(tmp_path, capsys):
@@ -76,12 +81,58 @@ def test_bad_arguments_give_a_one_line_error(tmp_path, capsys, release):
         (["grade", str(subs), "--out", out, "--release", str(release), "--jobs", "0"], "--jobs 0"),
         (["grade", str(subs), "--out", out, "--release", str(release), "--student", "zoe"], "no submission from zoe"),
         (["grade", str(subs), "--out", str(tmp_path / "no" / "g.csv"), "--release", str(release)], "--out"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--timeout", "0"], "--timeout: expected"),
+        (["grade", str(subs), "--out", out, "--release", str(release), "--memory-limit", "-1"], "--memory-limit"),
+        (["check", str(tmp_path / "x.ipynb"), "--notebook-timeout", "-5"], "--notebook-timeout: expected"),
     ]
     for argv, words in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and words in err and "\n" not in err, err
     assert not Path(out).exists()
+
+
+def _limits_used(argv: list[str], monkeypatch) -> Limits:
+    """The limits that ``transformer-course ARGV`` hands to the grading code (grade, or check's grade_unit path)."""
+    used = []
+
+    def capture(*args, limits, **kwargs):
+        used.append(limits)
+        raise GradingError("captured")
+
+    monkeypatch.setattr(grader, "grade", capture)
+    monkeypatch.setattr(selfcheck, "check_notebooks", capture)
+    assert main(argv) == 2
+    (limits,) = used
+    return limits
+
+
+def test_check_and_grade_use_the_one_definition_of_the_grader_limits(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TRANSFORMER_COURSE_CASES_SEED", raising=False)
+    grade_argv = ["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]
+    check_argv = ["check", str(tmp_path / "01_x.ipynb")]
+    assert _limits_used(grade_argv, monkeypatch) == _limits_used(check_argv, monkeypatch) == Limits()
+    assert "per cell (default: 60, as `grade`)" in _subcommand_help("check")
+    # The execution code and the grading functions' own default (limits=None) take the same class.
+    assert execute.Limits is grader.Limits is selfcheck.Limits is verdict.Limits is limits_module.Limits
+
+    # Changing the one definition changes both commands (and no other default hides behind it).
+    @dataclasses.dataclass(frozen=True)
+    class Edited(Limits):
+        cell_timeout: float = 7.0
+        notebook_timeout: float = 70.0
+        memory_limit_mb: int = 700
+
+    monkeypatch.setattr(limits_module, "Limits", Edited)
+    assert _limits_used(grade_argv, monkeypatch) == _limits_used(check_argv, monkeypatch) == Edited()
+    assert "per cell (default: 7, as `grade`)" in _subcommand_help("check")
+    assert "no limit (default: 700)" in _subcommand_help("grade")
+
+
+def _subcommand_help(name: str) -> str:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return " ".join(sub.choices[name].format_help().split())
 
 
 # --- preparing a submission (no kernel) -------------------------------------------------------------------
@@ -180,7 +231,7 @@ def test_both_layouts_are_found_and_stray_files_noted(tmp_path):
 def test_row_fields_match_the_documented_columns():
     assert COLUMNS == ["student", "notebook", "exercise", "title", "points", "max_points", "status", "message",
                        "mistake"]
-    assert [f for f in Row.__dataclass_fields__] == COLUMNS
+    assert [f for f in GradeRow.__dataclass_fields__] == COLUMNS
 
 
 # --- the record and its replay outside the kernel (in this process, no kernel) ------------------------------
@@ -209,7 +260,7 @@ def graded_check(tmp_path, monkeypatch, answer, exercise="99.1"):
     from transformer_course.grading.replay import confirm
 
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
-    kernel.check(exercise, answer)
+    kernel.recording_check(exercise, answer)
     return confirm(exercise, tmp_path / f"{exercise}.pt")
 
 
@@ -231,7 +282,7 @@ def test_replay_rejects_what_a_patched_comparison_let_through(tmp_path, monkeypa
     from transformer_course.grading.replay import confirm
 
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
-    kernel.check("99.1", lambda x: 3 * x)  # 'passes' in this (tampered) process
+    kernel.recording_check("99.1", lambda x: 3 * x)  # 'passes' in this (tampered) process
     monkeypatch.setattr(core, "compare", real_compare)
     found = confirm("99.1", tmp_path / "99.1.pt")
     assert found.verdict == "failed" and found.message.startswith("wrong result for first [x (3,)]")
@@ -350,7 +401,7 @@ def test_review_notes_point_at_code_worth_reading():
 
 
 def test_a_pass_that_could_not_be_re_checked_carries_a_review_note():
-    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.execute import CellRecord, RunResult
     from transformer_course.grading.replay import Confirmation
     from transformer_course.grading.verdict import _verdict
 
@@ -400,11 +451,11 @@ def test_each_run_gets_a_copy_of_the_package_and_any_change_to_it_is_seen(tmp_pa
 
 
 def test_cells_a_spreadsheet_would_run_as_formulas_are_escaped_and_read_back(tmp_path):
-    from transformer_course.grading.report import write_csv
+    from transformer_course.grading.gradebook import write_csv
 
-    rows = [Row("=HYPERLINK(\"http://x\")", NAME, "01.1", "t", 0, 2, "error", "-1 is not a valid id"),
-            Row("@bob", NAME, "01.1", "t", 2, 2, "passed", "+ all 5 cases passed"),
-            Row("'quoted", NAME, "01.1", "t", 2, 2, "passed", "all 5 cases passed")]
+    rows = [GradeRow("=HYPERLINK(\"http://x\")", NAME, "01.1", "t", 0, 2, "error", "-1 is not a valid id"),
+            GradeRow("@bob", NAME, "01.1", "t", 2, 2, "passed", "+ all 5 cases passed"),
+            GradeRow("'quoted", NAME, "01.1", "t", 2, 2, "passed", "all 5 cases passed")]
     path = tmp_path / "grades.csv"
     write_csv(rows, path)
     cells = [line.split(",")[0] for line in path.read_text().splitlines()[1:]]
@@ -416,9 +467,9 @@ def test_cells_a_spreadsheet_would_run_as_formulas_are_escaped_and_read_back(tmp
 def test_a_student_named_index_or_class_does_not_replace_the_summary_or_the_class_page(tmp_path):
     from transformer_course.grading.report import write_html
 
-    written = write_html([Row("index", NAME, "01.1", "t", 2, 2, "passed", "ok"),
-                          Row("Index", NAME, "01.1", "t", 0, 2, "failed", "no"),
-                          Row("class", NAME, "01.1", "t", 0, 2, "failed", "no")], tmp_path)
+    written = write_html([GradeRow("index", NAME, "01.1", "t", 2, 2, "passed", "ok"),
+                          GradeRow("Index", NAME, "01.1", "t", 0, 2, "failed", "no"),
+                          GradeRow("class", NAME, "01.1", "t", 0, 2, "failed", "no")], tmp_path)
     assert sorted(p.name for p in written) == ["Index-2.html", "class-2.html", "class-pass-rate.png", "class.html",
                                                "index-3.html", "index.html"]
     assert "<h1>Grades</h1>" in (tmp_path / "index.html").read_text()
@@ -426,7 +477,7 @@ def test_a_student_named_index_or_class_does_not_replace_the_summary_or_the_clas
 
 
 
-# --- partial credit: checkers that grade by bands (core.Score) ------------------------------------------------
+# --- partial credit: checkers that grade by bands (registry.Score) ---------------------------------------------
 
 
 @pytest.fixture
@@ -471,7 +522,7 @@ def test_the_points_come_from_the_re_check_not_from_the_kernel(tmp_path, monkeyp
 
 
 def test_a_partial_row_has_its_points_status_and_measured_result():
-    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.execute import CellRecord, RunResult
     from transformer_course.grading.prepare import CheckCell, Prepared, Release
     from transformer_course.grading.report import summary
     from transformer_course.grading.verdict import unit_rows
@@ -539,17 +590,17 @@ def test_a_recognised_mistake_travels_from_the_kernel_to_its_row(tmp_path, monke
     """The grader's check in the kernel writes the mistake's id, the plugin reads it after the check cell, the
     grader keeps it if it is a well-formed id, and the failed row names it as EXERCISE/ID."""
     from transformer_course.grading import kernel, plugin
-    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.execute import CellRecord, RunResult
     from transformer_course.grading.prepare import CheckCell, Prepared, Release
     from transformer_course.grading.verdict import unit_rows
 
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
     with pytest.raises(CheckFailed) as failure:
-        kernel.check("01.2", lambda t: (t[..., 1:], t[..., :-1]))
+        kernel.recording_check("01.2", lambda t: (t[..., 1:], t[..., :-1]))
     written = plugin._read_mistake(tmp_path / "01.2.mistake")
     assert written == failure.value.mistake.id == "inputs-targets-swapped"
     with pytest.raises(CheckFailed):
-        kernel.check("01.1", lambda t, E, W, b: E[t] @ W.T + 2 * b)  # wrong, but no known mistake
+        kernel.recording_check("01.1", lambda t, E, W, b: E[t] @ W.T + 2 * b)  # wrong, but no known mistake
     assert not (tmp_path / "01.1.mistake").exists() and plugin._read_mistake(tmp_path / "01.1.mistake") == ""
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo.mistake")
@@ -574,7 +625,7 @@ def test_a_recognised_mistake_travels_from_the_kernel_to_its_row(tmp_path, monke
 def test_a_failed_check_after_an_answer_cell_that_ran_out_of_time_says_so():
     import nbformat
 
-    from transformer_course.grading.execute import CellRecord, Limits, RunResult
+    from transformer_course.grading.execute import CellRecord, RunResult
     from transformer_course.grading.verdict import _verdict
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(id=i) for i in ("a-answer", "a-check")])

@@ -13,8 +13,9 @@ import pytest
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from transformer_course.grading.execute import CellRecord, Limits, RunResult
+from transformer_course.grading.execute import CellRecord, RunResult
 from transformer_course.grading.kernel_start import KernelStartError, start_kernel
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.verdict import _not_run, _verdict
 
 pytestmark = pytest.mark.slow  # starts kernels

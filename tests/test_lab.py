@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course.grading.report import read_csv
+from transformer_course.grading.gradebook import read_csv
 
 pytestmark = pytest.mark.slow  # a Jupyter server, two kernels, a browser and one grading run
 

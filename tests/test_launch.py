@@ -18,7 +18,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from packaging.requirements import Requirement
 
 from transformer_course import launch
-from transformer_course.authoring import execute_notebook
+from transformer_course.notebook_execution import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p for folder in ("lessons", "solutions", "exercises") for p in (ROOT / folder).glob("[0-9]*.ipynb"))

@@ -11,7 +11,9 @@ import nbformat
 import pytest
 import yaml
 
-from transformer_course.authoring import METADATA_KEY, execute_notebook, stale_exercises
+from transformer_course.authoring import stale_exercises
+from transformer_course.cell_metadata import METADATA_KEY
+from transformer_course.notebook_execution import execute_notebook
 
 pytestmark = pytest.mark.slow  # executes every exercise notebook
 

@@ -1,18 +1,18 @@
-"""The progress cell: every check records its outcome in the kernel, and progress("NN") lists them."""
+"""The progress cell: every check keeps what it found in the kernel, and progress("NN") lists them."""
 
 import pytest
 import torch
 
 from transformer_course.checks import REGISTRY, CheckFailed, check
 from transformer_course.checks.core import Case, Mistake, Score, check_function, exercise
-from transformer_course.checks.progress import OUTCOMES, progress
+from transformer_course.checks.progress import LAST_CHECKS, progress
 
 
 @pytest.fixture
 def lesson98():
     """Three exercises of a made-up lesson 98: one by cases, one graded by results (bands), one never checked."""
-    saved = dict(OUTCOMES)
-    OUTCOMES.clear()
+    saved = dict(LAST_CHECKS)
+    LAST_CHECKS.clear()
 
     @exercise("98.1", "Double it", 2)
     def _double(answer):
@@ -31,8 +31,8 @@ def lesson98():
     yield
     for key in ("98.1", "98.2", "98.10"):
         REGISTRY.pop(key)
-    OUTCOMES.clear()
-    OUTCOMES.update(saved)
+    LAST_CHECKS.clear()
+    LAST_CHECKS.update(saved)
 
 
 def test_nothing_checked_yet(lesson98):

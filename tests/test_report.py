@@ -14,7 +14,7 @@ from fabricated_class import CLASS, CLASS_EXPECTED, NAME, ROOT, class_rows
 
 from transformer_course.cli import main
 from transformer_course.grading.classpage import class_stats, class_summary
-from transformer_course.grading.report import Row, write_csv
+from transformer_course.grading.gradebook import GradeRow, write_csv
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,8 @@ def test_the_class_page_names_no_student_and_ranks_the_mistakes(rows, tmp_path, 
 
 
 def test_grade_html_links_the_class_page_and_an_old_gradebook_reports_too(rows, tmp_path, capsys):
-    from transformer_course.grading.report import COLUMNS, write_html
+    from transformer_course.grading.gradebook import COLUMNS
+    from transformer_course.grading.report import write_html
 
     write_html(rows, tmp_path / "html")  # what `grade --html` and `merge-grades --html` write
     assert 'href="class.html"' in (tmp_path / "html" / "index.html").read_text()
@@ -92,9 +93,9 @@ def test_check_finds_the_release_and_says_why_it_cannot(tmp_path, monkeypatch, c
 
     def fake_grade_unit(student, release, data, limits, snapshot=None):
         seen.append((student, release.name, [c.exercise for c in release.checks], limits.cell_timeout))
-        return [Row(student, release.name, "01.1", "Token ids to logits", 2, 2, "passed", "all 5 cases passed"),
-                Row(student, release.name, "01.2", "Inputs", 2, 2, "tampered", "the check cell was deleted. ..."),
-                Row(student, release.name, "01.3", "Parameters", 1, 1, "passed",
+        return [GradeRow(student, release.name, "01.1", "Token ids to logits", 2, 2, "passed", "all 5 cases passed"),
+                GradeRow(student, release.name, "01.2", "Inputs", 2, 2, "tampered", "the check cell was deleted. ..."),
+                GradeRow(student, release.name, "01.3", "Parameters", 1, 1, "passed",
                     "all 4 cases passed [review the code: it imports the checking code]")]
 
     monkeypatch.setattr(grader, "grade_unit", fake_grade_unit)

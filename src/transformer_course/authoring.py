@@ -1,4 +1,4 @@
-"""Authoring tools: learner notebooks generated from solutions, and notebooks executed in place.
+"""Authoring: learner notebooks generated from solutions.
 
 ``solutions/NN_topic.ipynb`` is the single source of each exercise notebook. In its code cells the
 answer is fenced::
@@ -15,35 +15,31 @@ id, title and points (from the check registry) in cell metadata, and makes every
 cells read-only in Jupyter. For JupyterLab it also tags the answer and check cells ``raises-exception``
 (Run All goes on past a failing check, so every check shows its verdict), collapses the source of the
 cells the book hides (``hide-input``), and ends the notebook with a progress cell that lists every
-exercise's status and points (:mod:`transformer_course.checks.progress`).
-
-:func:`execute_notebook` re-runs a notebook top to bottom in a fresh kernel and stores the outputs and
-widget state in place, with the install cell that lets it run in Colab (:mod:`transformer_course.launch`).
+exercise's status and points (:mod:`transformer_course.checks.progress`). What it writes in cell metadata is
+defined in :mod:`transformer_course.cell_metadata`.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import sys
 import textwrap
 from pathlib import Path
 
 import nbformat
 
+from transformer_course.cell_metadata import (
+    METADATA_KEY,
+    PROGRESS_IDS,
+    RUN_PAST_ERRORS,
+    add_tag,
+    collapse_in_lab,
+    protect,
+)
+
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>\d{2}\.\d+)["']""", re.MULTILINE)
-METADATA_KEY = "transformer_course"  # cell metadata: {"role": "answer" | "check", "exercise": "02.1", ...}
-# A cell with this tag may raise: JupyterLab then executes it with stop_on_error=False (its OutputArea.execute),
-# so the kernel does not drop the cells queued after it and Run All reaches every check. nbval and nbclient
-# accept an error from such a cell too; the grader gives no weight to it (grading/prepare.py rebuilds every
-# cell without the learner's or the release's metadata and grades by each check's execute reply).
-RUN_PAST_ERRORS = "raises-exception"
-# The book's tags that hide part of a cell, and the JupyterLab metadata that collapses the same part.
-LAB_HIDDEN = {"hide-input": {"source_hidden": True}, "hide-output": {"outputs_hidden": True},
-              "hide-cell": {"source_hidden": True, "outputs_hidden": True}}
-PROGRESS_IDS = ("progress-title", "progress")
 RUN_ALL_HOWTO = (
     "In JupyterLab, **Run All** (menu *Run > Run All Cells*) runs every cell and goes on past a check that fails, "
     "so each check shows its verdict. The last cell of the notebook then lists every exercise with its status "
@@ -144,8 +140,8 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
         if i in checks:
             ex = REGISTRY[checks[i]]
             cell.metadata[METADATA_KEY] = {"role": "check", "exercise": ex.id, "title": ex.title, "points": ex.points}
-            cell.metadata.update(editable=False, deletable=False)
-            _tag(cell, RUN_PAST_ERRORS)
+            protect(cell, editable=False)
+            add_tag(cell, RUN_PAST_ERRORS)
         elif cell.cell_type == "code" and _has_fence(cell.source):
             following = [c for c in checks if c > i]
             if not following:
@@ -153,28 +149,15 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
             exercise_id = checks[following[0]]
             cell.source = stub_source(cell.source, exercise_id, path, i)
             cell.metadata[METADATA_KEY] = {"role": "answer", "exercise": exercise_id}
-            cell.metadata.update(editable=True, deletable=False)
-            _tag(cell, RUN_PAST_ERRORS)  # an answer that raises (a syntax error, say) does not stop Run All
+            protect(cell, editable=True)
+            add_tag(cell, RUN_PAST_ERRORS)  # an answer that raises (a syntax error, say) does not stop Run All
         else:
-            cell.metadata.update(editable=False, deletable=False)
+            protect(cell, editable=False)
     taken = [c.get("id") for c in nb.cells if c.get("id") in PROGRESS_IDS]
     if taken:
         raise MarkerError(path, None, f"cell id {taken[0]!r} is reserved for the generated progress cell")
     nb.cells.extend(progress_cells(lesson))
     return nb
-
-
-def _tag(cell, tag: str) -> None:
-    tags = cell.metadata.setdefault("tags", [])
-    if tag not in tags:
-        tags.append(tag)
-
-
-def collapse_in_lab(cell) -> None:
-    """JupyterLab ignores the book's hide-* tags: collapse the same parts with its own metadata."""
-    for tag in cell.metadata.get("tags", []):
-        if tag in LAB_HIDDEN:
-            cell.metadata.setdefault("jupyter", {}).update(LAB_HIDDEN[tag])
 
 
 def progress_cells(lesson: str) -> list[nbformat.NotebookNode]:
@@ -188,8 +171,9 @@ def progress_cells(lesson: str) -> list[nbformat.NotebookNode]:
     code = nbformat.v4.new_code_cell(
         "from transformer_course.checks.progress import progress\n\n"
         f'progress("{lesson}")', id=PROGRESS_IDS[1])
-    title.metadata.update(editable=False, deletable=False)
-    code.metadata.update({METADATA_KEY: {"role": "progress"}, "editable": False, "deletable": False})
+    protect(title, editable=False)
+    code.metadata[METADATA_KEY] = {"role": "progress"}
+    protect(code, editable=False)
     return [title, code]
 
 
@@ -217,58 +201,3 @@ def stale_exercises(solutions_dir: str | Path = "solutions", exercises_dir: str 
             stale.append(source.name)
     extra = {p.name for p in exercises_dir.glob("*.ipynb")} - {p.name for p in solutions_dir.glob("*.ipynb")}
     return stale + sorted(f"{name} (no solution notebook)" for name in extra)
-
-
-# --- executing notebooks -------------------------------------------------------------------------
-
-
-def current_env_kernel_manager():
-    """A kernel manager that starts ipykernel with this very interpreter (the .venv), whatever
-    kernelspecs the machine has installed elsewhere, over private ipc sockets."""
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    class CurrentEnv(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-            return KernelSpec(argv=argv, display_name="Python 3 (ipykernel)", language="python")
-
-    from transformer_course.grading.kernel_start import use_private_ipc
-
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnv())
-    use_private_ipc(km)  # Unix sockets in a private folder: no TCP port another process can take first
-    return km
-
-
-def execute_notebook(path: str | Path, *, timeout: int = 600, allow_errors: bool = False) -> nbformat.NotebookNode:
-    """Run ``path`` top to bottom in a fresh kernel (cwd = its folder) and return the executed notebook.
-
-    A notebook inside the course book first gets the install cell of the book's repository
-    (:mod:`transformer_course.launch`). Widget state is stored in the notebook's metadata so the book can
-    render widgets.
-    """
-    from nbclient import NotebookClient
-
-    from transformer_course.launch import install_cell_for, sync_install_cell
-
-    path = Path(path)
-    nb = nbformat.read(path, as_version=4)
-    if (install := install_cell_for(path)) is not None:
-        sync_install_cell(nb, install)
-    client = NotebookClient(
-        nb,
-        km=current_env_kernel_manager(),
-        timeout=timeout,
-        allow_errors=allow_errors,
-        store_widget_state=True,
-        record_timing=False,
-        resources={"metadata": {"path": str(path.parent.resolve())}},
-    )
-    client.execute()
-    return nb
-
-
-def execute_in_place(path: str | Path, *, timeout: int = 600) -> None:
-    """Execute ``path`` from a fresh kernel and write the outputs back to it."""
-    nb = execute_notebook(path, timeout=timeout)
-    nbformat.write(nb, path)

@@ -42,7 +42,7 @@ def cmd_exercises(args) -> int:
 def cmd_execute(args) -> int:
     from nbclient.exceptions import CellExecutionError
 
-    from transformer_course.authoring import execute_in_place
+    from transformer_course.notebook_execution import execute_in_place
 
     failed = 0
     for path in _notebooks(args.paths):
@@ -73,9 +73,44 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _add_limit_options(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """``--timeout``, ``--notebook-timeout`` and ``--memory-limit``, defaulting to the grader's one definition of
+    its limits (:class:`transformer_course.grading.limits.Limits`); ``note`` follows each default in the help."""
+    from transformer_course.grading import limits
+
+    default = limits.Limits()
+    parser.add_argument("--timeout", type=float, default=default.cell_timeout,
+                        help=f"seconds allowed per cell (default: {default.cell_timeout:g}{note})")
+    parser.add_argument("--notebook-timeout", type=float, default=default.notebook_timeout,
+                        help=f"seconds allowed per notebook, kernel start included (default: "
+                             f"{default.notebook_timeout:g}{note})")
+    parser.add_argument("--memory-limit", type=int, default=default.memory_limit_mb,
+                        help=f"MiB of address space per kernel; 0 for no limit (default: "
+                             f"{default.memory_limit_mb}{note})")
+
+
+def _limits(args):
+    """The limits that ``args`` ask for (``--cases-seed`` only where the command has it); raises GradingError."""
+    from transformer_course.grading.collect import GradingError
+    from transformer_course.grading.limits import Limits
+
+    try:
+        return Limits(args.timeout, args.notebook_timeout, args.memory_limit, getattr(args, "cases_seed", None))
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        for field, option in _LIMIT_OPTIONS.items():
+            message = message.replace(f"Limits({field}=...)", option)
+        raise GradingError(message) from None
+
+
+_LIMIT_OPTIONS = {"cell_timeout": "--timeout", "notebook_timeout": "--notebook-timeout",
+                  "memory_limit_mb": "--memory-limit", "cases_seed": "--cases-seed"}
+
+
 def cmd_grade(args) -> int:
-    from transformer_course.grading.grader import GradingError, Limits, grade, parse_shard
-    from transformer_course.grading.report import summary, write_csv, write_html
+    from transformer_course.grading.gradebook import write_csv
+    from transformer_course.grading.grader import GradingError, grade, parse_shard
+    from transformer_course.grading.report import summary, write_html
 
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
@@ -90,7 +125,7 @@ def cmd_grade(args) -> int:
     start = time.perf_counter()
     try:
         shard = parse_shard(args.shard) if args.shard is not None else None
-        limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit, args.cases_seed)
+        limits = _limits(args)
         book = grade(args.submissions, release=args.release, limits=limits, jobs=args.jobs, shard=shard,
                      students=args.student or (), progress=None if args.quiet else progress)
     except GradingError as error:
@@ -113,7 +148,7 @@ def cmd_grade(args) -> int:
 
 def _merged_gradebooks(paths: list[str]):
     """The gradebooks joined as `merge-grades` joins them, its notes printed; None (after the error) if one is bad."""
-    from transformer_course.grading.report import BadGradebook, merge, read_csv
+    from transformer_course.grading.gradebook import BadGradebook, merge, read_csv
 
     try:
         books = [(name, read_csv(name)) for name in paths]
@@ -127,7 +162,8 @@ def _merged_gradebooks(paths: list[str]):
 
 
 def cmd_merge_grades(args) -> int:
-    from transformer_course.grading.report import summary, to_csv, write_html
+    from transformer_course.grading.gradebook import to_csv
+    from transformer_course.grading.report import summary, write_html
 
     rows = _merged_gradebooks(args.gradebooks)
     if rows is None:
@@ -161,15 +197,14 @@ def cmd_report(args) -> int:
 
 def cmd_check(args) -> int:
     from transformer_course.grading.collect import GradingError
-    from transformer_course.grading.execute import Limits
-    from transformer_course.grading.selfcheck import check_notebooks, report
+    from transformer_course.grading.selfcheck import check_notebooks, check_report
 
-    limits = Limits(args.timeout, args.notebook_timeout, args.memory_limit)
     try:
+        limits = _limits(args)
         checked = check_notebooks(args.notebooks, release=args.release, limits=limits, jobs=args.jobs)
     except GradingError as error:
         return _fail(str(error))
-    print("\n\n".join(report(c, limits) for c in checked))
+    print("\n\n".join(check_report(c, limits) for c in checked))
     return 0
 
 
@@ -184,7 +219,8 @@ def cmd_slides(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of every subcommand, with its defaults."""
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -211,11 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--release", default="exercises", help="folder of released exercise notebooks (default: exercises)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="notebooks graded in parallel (default: the number of CPUs, at most 8)")
-    p.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell (default: 60)")
-    p.add_argument("--notebook-timeout", type=float, default=600,
-                   help="seconds allowed per notebook, kernel start included (default: 600)")
-    p.add_argument("--memory-limit", type=int, default=4096,
-                   help="MiB of address space per kernel; 0 for no limit (default: 4096)")
+    _add_limit_options(p)
     p.add_argument("--cases-seed", type=int, metavar="N", default=_env_seed(),
                    help="draw every check's cases from this secret seed (hidden cases: outputs memorised from the "
                         f"public notebooks fail); default: ${CASES_SEED_ENV} if set, else the public cases")
@@ -251,19 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--release", metavar="PATH", help="the released notebook, or folder of them, your instructor "
                    "handed out (default: made from solutions/ of this course, as `make exercises` makes it)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="notebooks checked in parallel")
-    p.add_argument("--timeout", type=float, default=60, help="seconds allowed per cell (default: 60, as `grade`)")
-    p.add_argument("--notebook-timeout", type=float, default=600,
-                   help="seconds allowed per notebook, kernel start included (default: 600, as `grade`)")
-    p.add_argument("--memory-limit", type=int, default=4096,
-                   help="MiB of address space per kernel; 0 for no limit (default: 4096, as `grade`)")
+    _add_limit_options(p, note=", as `grade`")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("slides", help="write a reveal.js slide deck for each lesson (stored outputs, no execution)")
     p.add_argument("paths", nargs="*", default=["lessons"], help="lesson notebooks or folders (default: lessons)")
     p.add_argument("--out", default="_build/slides", help="folder for the decks (default: _build/slides)")
     p.set_defaults(func=cmd_slides)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

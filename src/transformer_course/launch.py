@@ -25,9 +25,8 @@ from pathlib import Path
 
 import nbformat
 
-from transformer_course.authoring import collapse_in_lab
+from transformer_course.cell_metadata import INSTALL_CELL_ID, add_tag, collapse_in_lab
 
-INSTALL_CELL_ID = "install"
 CONFIG = "_config.yml"
 _GITHUB = re.compile(r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")  # Colab and Binder need GitHub
 # A commit (7 to 40 hex digits) or a release tag such as v1.2 or 2026.1: names that a push does not move.
@@ -127,9 +126,7 @@ def sync_install_cell(nb: nbformat.NotebookNode, source: str) -> bool:
         raise ValueError(f"cell {INSTALL_CELL_ID!r} must be a code cell, it is a {cell.cell_type} cell")
     before = (cell.source, json.dumps(cell.metadata, sort_keys=True))
     cell.source = source
-    tags = cell.metadata.setdefault("tags", [])
-    if "hide-input" not in tags:
-        tags.append("hide-input")
+    add_tag(cell, "hide-input")
     collapse_in_lab(cell)
     return before != (cell.source, json.dumps(cell.metadata, sort_keys=True))
 

@@ -19,7 +19,8 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson11,
     lesson12,
 )
-from transformer_course.checks.core import REGISTRY, CheckFailed, Exercise, check, install_ipython_handler
+from transformer_course.checks.core import CheckFailed, check, install_ipython_handler
+from transformer_course.checks.registry import REGISTRY, Exercise
 
 __all__ = ["REGISTRY", "CheckFailed", "Exercise", "check"]
 

@@ -1,7 +1,7 @@
-"""The machinery behind ``check("02.1", answer)``: the registry, ``CheckFailed`` and the comparisons.
+"""The machinery behind ``check("02.1", answer)``: ``CheckFailed``, known mistakes, cases and the comparisons.
 
-An exercise is a function registered with :func:`exercise` that receives the learner's answer and
-either returns the number of cases it passed or raises :class:`CheckFailed` with a short, specific
+An exercise is a function registered with :func:`exercise` (:mod:`.registry`) that receives the learner's
+answer and either returns the number of cases it passed or raises :class:`CheckFailed` with a short, specific
 message: which case failed, expected vs got, and the name of the mistake when one is recognised.
 An exercise graded by what the answer achieves (the capstone's translator) returns a :class:`Score`
 instead: the points earned, by bands, and the measured result.
@@ -24,6 +24,14 @@ import torch
 
 import transformer_course
 from transformer_course.checks import progress
+from transformer_course.checks.registry import (  # noqa: F401  (the lesson modules register through core)
+    REGISTRY,
+    Exercise,
+    Score,
+    exercise,
+    points_line,
+    score_of,
+)
 
 # Frames in these folders are not the learner's: tracebacks point at the learner's own line instead.
 _NOT_LEARNER = (str(Path(transformer_course.__file__).parent), str(Path(torch.__file__).parent))
@@ -70,66 +78,24 @@ class Mistake:
             raise ValueError(f"Mistake {self.id!r}: expected a hint (a non-empty string), got {self.hint!r:.40}")
 
 
-@dataclass(frozen=True)
-class Exercise:
-    id: str
-    title: str
-    points: int
-    checker: Callable[[object], int]
-
-    @property
-    def lesson(self) -> str:
-        """The two-digit lesson number, e.g. ``"02"`` for ``"02.1"``."""
-        return self.id.split(".")[0]
-
-
-REGISTRY: dict[str, Exercise] = {}
-
-
-@dataclass(frozen=True)
-class Score:
-    """What a checker returns when it grades by what an answer achieves rather than pass or fail.
-
-    ``points``: earned, from 0 to the exercise's points; ``summary``: the measured result in words
-    ("exact match 91.2% (..), chrF 98.1; 4 points need exact match >= 95%"); ``cases``: how many inputs it
-    rests on. A checker returning an int (the cases passed) earns all the points. The learner's ``check`` and
-    the grader's re-check outside the kernel both read a checker's result with :func:`outcome`.
-    """
-
-    points: int
-    summary: str
-    cases: int = 0
-
-
-def outcome(ex: Exercise, result) -> Score:
-    """A checker's return value as a Score: an int (cases passed) earns all the exercise's points; a Score's
-    points are kept within 0 .. the exercise's points."""
-    if isinstance(result, Score):
-        return Score(max(0, min(int(result.points), ex.points)), str(result.summary), int(result.cases))
-    return Score(ex.points, "", int(result) if isinstance(result, int) and not isinstance(result, bool) else 0)
-
-
-def points_line(score: Score, max_points: int) -> str:
-    """A score as the learner and the gradebook read it: "3/4 points: exact match 91.2% (..), chrF 98.1"."""
-    return f"{score.points}/{max_points} points: {score.summary}"
-
-
-def exercise(id: str, title: str, points: int) -> Callable:
-    """Register the decorated function as the checker of exercise ``id`` (e.g. ``"02.1"``)."""
-
-    def register(checker: Callable[[object], int]) -> Callable[[object], int]:
-        if id in REGISTRY:
-            raise ValueError(f"exercise {id!r} is registered twice")
-        REGISTRY[id] = Exercise(id, title, points, checker)
-        return checker
-
-    return register
-
-
-@progress.recorded  # the notebook's progress cell lists what each exercise's last check found
 def check(exercise_id: str, answer) -> None:
-    """Check ``answer`` for the exercise ``exercise_id``; print a confirmation or raise CheckFailed."""
+    """Check ``answer`` for the exercise ``exercise_id``; print a confirmation or raise CheckFailed.
+
+    What it found is kept for the notebook's progress cell (:mod:`.progress`).
+    """
     __tracebackhide__ = True  # pytest: show the message, not this frame
+    try:
+        score = score_answer(exercise_id, answer)
+    except BaseException as error:
+        progress.record_failure(exercise_id, error)
+        raise
+    progress.record_score(exercise_id, score)
+
+
+def score_answer(exercise_id: str, answer) -> Score:
+    """What :func:`check` does, returning the Score it printed: runs the exercise's checker on ``answer`` and
+    prints the confirmation; raises CheckFailed, with the exercise's id and title, when it fails or scores 0."""
+    __tracebackhide__ = True
     if exercise_id not in REGISTRY:
         known = ", ".join(sorted(REGISTRY))
         raise CheckFailed(f"unknown exercise id {exercise_id!r}; known ids: {known}")
@@ -138,8 +104,7 @@ def check(exercise_id: str, answer) -> None:
         result = ex.checker(answer)
     except CheckFailed as failure:
         raise CheckFailed(f"{ex.id} {ex.title}: {failure.message}", mistake=failure.mistake) from None
-    score = outcome(ex, result)
-    progress.scored(ex.id, score.points, ex.points, score.summary)
+    score = score_of(ex, result)
     if not isinstance(result, Score):
         print(f"\u2714 {ex.id} {ex.title}: public checks passed ({score.cases} cases).")
     elif score.points == 0:
@@ -148,6 +113,7 @@ def check(exercise_id: str, answer) -> None:
         print(f"\u2714 {ex.id} {ex.title}: public checks passed ({points_line(score, ex.points)}).")
     else:  # part of the points: not a pass, not an error either
         print(f"\u25d1 {ex.id} {ex.title}: {points_line(score, ex.points)}")
+    return score
 
 
 # --- inputs ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The learner's progress in a notebook: what each exercise's last check found in this kernel.
 
-:func:`~transformer_course.checks.core.check` records its outcome here (:func:`recorded` wraps it, and it
-reports the points of an exercise graded by results with :func:`scored`). The last cell of every exercise
+:func:`~transformer_course.checks.core.check` keeps what it found here (:func:`record_score` with the Score it
+returned from the checker, or :func:`record_failure`). The last cell of every exercise
 notebook calls :func:`progress`, which lists each exercise of the lesson with its status (passed, partly
 passed, failed with the likely mistake or the first line of the failure, or not checked yet), its points,
 and the total. Nothing here is read by the grader: it re-runs the checks in a fresh kernel of its own.
@@ -9,14 +9,14 @@ and the total. Nothing here is read by the grader: it re-runs the checks in a fr
 
 from __future__ import annotations
 
-import functools
 import html
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from transformer_course.checks.registry import REGISTRY, Score
 
 
 @dataclass(frozen=True)
-class Outcome:
+class LastCheck:
     """The last check of one exercise: ``status`` is "passed", "partial" or "failed"; ``detail`` the mistake,
     the first line of the failure, or the measured result of a partial score ("" for a plain pass)."""
 
@@ -25,37 +25,22 @@ class Outcome:
     detail: str = ""
 
 
-#: Exercise id -> the outcome of its last check in this kernel.
-OUTCOMES: dict[str, Outcome] = {}
-_SCORES: dict[str, tuple[int, int, str]] = {}  # exercise id -> (points, max points, summary) of the running check
+#: Exercise id -> its last check in this kernel.
+LAST_CHECKS: dict[str, LastCheck] = {}
 
 
-def scored(exercise_id: str, points: int, max_points: int, summary: str) -> None:
-    """Called by ``check`` once an exercise graded by results (a :class:`~.core.Score`) or by cases is scored."""
-    _SCORES[exercise_id] = (int(points), int(max_points), str(summary))
+def record_score(exercise_id: str, score: Score) -> None:
+    """Keep what ``check`` scored: all the exercise's points is a pass, fewer (but some) a partial pass."""
+    max_points = REGISTRY[exercise_id].points
+    partial = 0 < score.points < max_points
+    LAST_CHECKS[exercise_id] = LastCheck("partial" if partial else "passed", score.points,
+                                         score.summary if partial else "")
 
 
-def recorded(check: Callable[[str, object], None]) -> Callable[[str, object], None]:
-    """Wrap ``check(exercise_id, answer)`` so that every call records its outcome in :data:`OUTCOMES`."""
-
-    @functools.wraps(check)
-    def check_and_record(exercise_id, answer):
-        __tracebackhide__ = True  # pytest: show the check's message, not this frame
-        if isinstance(exercise_id, str):
-            _SCORES.pop(exercise_id, None)
-        try:
-            result = check(exercise_id, answer)
-        except BaseException as error:
-            if isinstance(exercise_id, str):
-                OUTCOMES[exercise_id] = Outcome("failed", 0, _failure_detail(error))
-            raise
-        if isinstance(exercise_id, str):
-            points, max_points, summary = _SCORES.pop(exercise_id, (0, 0, ""))
-            partial = 0 < points < max_points
-            OUTCOMES[exercise_id] = Outcome("partial" if partial else "passed", points, summary if partial else "")
-        return result
-
-    return check_and_record
+def record_failure(exercise_id, error: BaseException) -> None:
+    """Keep the failure of a ``check`` (a CheckFailed, or anything the check raised)."""
+    if isinstance(exercise_id, str):
+        LAST_CHECKS[exercise_id] = LastCheck("failed", 0, _failure_detail(error))
 
 
 def _failure_detail(error: BaseException) -> str:
@@ -72,7 +57,9 @@ def _failure_detail(error: BaseException) -> str:
 
 
 @dataclass(frozen=True)
-class Row:
+class ProgressRow:
+    """One exercise's line in the progress cell."""
+
     exercise: str
     title: str
     status: str  # "passed", "partial", "failed" or "not checked yet"
@@ -88,7 +75,7 @@ _LABEL = {"passed": "passed", "partial": "partly passed", "failed": "failed", "n
 class Progress:
     """Every exercise of one lesson with its last check's status and points; shows as a table in Jupyter."""
 
-    def __init__(self, lesson: str, rows: list[Row]):
+    def __init__(self, lesson: str, rows: list[ProgressRow]):
         self.lesson, self.rows = lesson, rows
 
     @property
@@ -133,8 +120,6 @@ class Progress:
 def progress(lesson: str | int) -> Progress:
     """The progress of this session on the exercises of ``lesson`` (``"03"`` or ``3``), from the last check of
     each exercise run in this kernel."""
-    from transformer_course.checks.core import REGISTRY
-
     if isinstance(lesson, bool) or not isinstance(lesson, int | str):
         raise TypeError(f"lesson must be a lesson number such as '03' or 3, got {type(lesson).__name__} {lesson!r}")
     key = f"{int(lesson):02d}" if isinstance(lesson, int) or lesson.isdigit() else lesson
@@ -144,11 +129,11 @@ def progress(lesson: str | int) -> Progress:
         raise ValueError(f"lesson must be one of {', '.join(known)}, got {lesson!r} (no exercise is registered for it)")
     rows = []
     for ex in exercises:
-        outcome = OUTCOMES.get(ex.id)
-        if outcome is None:
-            rows.append(Row(ex.id, ex.title, "not checked yet", 0, ex.points, ""))
+        last = LAST_CHECKS.get(ex.id)
+        if last is None:
+            rows.append(ProgressRow(ex.id, ex.title, "not checked yet", 0, ex.points, ""))
             continue
-        points = ex.points if outcome.status == "passed" else min(outcome.points, ex.points)
-        detail = outcome.detail.removeprefix(f"{ex.id} {ex.title}: ")
-        rows.append(Row(ex.id, ex.title, outcome.status, points, ex.points, detail))
+        points = ex.points if last.status == "passed" else min(last.points, ex.points)
+        detail = last.detail.removeprefix(f"{ex.id} {ex.title}: ")
+        rows.append(ProgressRow(ex.id, ex.title, last.status, points, ex.points, detail))
     return Progress(key, rows)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_course.grading.report import Row, _page, _table, exercise_key
+from transformer_course.grading.gradebook import GradeRow, exercise_key
+from transformer_course.grading.layout import html_page, text_table
 
 PAGE = "class.html"
 FIGURE = "class-pass-rate.png"
@@ -108,11 +109,11 @@ def _typical(texts: Sequence[str]) -> str:
     return min(counts, key=lambda t: (-counts[t], len(t), t))
 
 
-def class_stats(rows: Sequence[Row]) -> list[ExerciseStats]:
+def class_stats(rows: Sequence[GradeRow]) -> list[ExerciseStats]:
     """One ExerciseStats per exercise of the gradebook, in notebook and exercise order."""
     students = sorted({r.student for r in rows})
     stats: dict[tuple[str, str], ExerciseStats] = {}
-    by_mistake: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    by_mistake: dict[tuple[str, str], list[GradeRow]] = defaultdict(list)
     unrecognised: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in rows:
         key = (r.notebook, r.exercise)
@@ -145,7 +146,7 @@ def _percent(fraction: float) -> str:
     return f"{100 * fraction:.0f}%"
 
 
-def class_summary(rows: Sequence[Row], top: int = 3) -> str:
+def class_summary(rows: Sequence[GradeRow], top: int = 3) -> str:
     """The class report as a short text table: per exercise the pass rate, the mean points, the ``top`` known
     mistakes with how many students made each, and how many wrong answers matched none."""
     if not rows:
@@ -161,7 +162,7 @@ def class_summary(rows: Sequence[Row], top: int = 3) -> str:
                      f"{mean:.1f}/{s.max_points}", named or "-", str(s.unrecognised), str(s.not_attempted)])
     students = len({r.student for r in rows})
     out = [f"Class report: {students} student(s), {len(stats)} exercise(s).", ""]
-    out += _table(["exercise", "title", "passed", "rate", "points", "known mistakes (students)", "unknown",
+    out += text_table(["exercise", "title", "passed", "rate", "points", "known mistakes (students)", "unknown",
                    "stub"], body, right={2, 3, 4, 6, 7})
     worth = [s for s in stats if s.needs_a_mistake]
     out.append("")
@@ -213,7 +214,7 @@ def _pre(text: str) -> str:
     return f"<pre>{html.escape(text)}</pre>" if text else ""
 
 
-def class_page(rows: Sequence[Row], figure: str | None = FIGURE) -> str:
+def class_page(rows: Sequence[GradeRow], figure: str | None = FIGURE) -> str:
     """The class report as an HTML page (the figure, if any, is the image file ``figure`` beside it)."""
     stats = class_stats(rows)
     students = len({r.student for r in rows})
@@ -263,10 +264,10 @@ def class_page(rows: Sequence[Row], figure: str | None = FIGURE) -> str:
         parts.append("</table>")
     if not any(s.wrong_answers for s in stats):
         parts.append("<p>No wrong answers.</p>")
-    return _page("Class report", "\n".join(parts))
+    return html_page("Class report", "\n".join(parts))
 
 
-def write_class_page(rows: Sequence[Row], folder: str | Path) -> list[Path]:
+def write_class_page(rows: Sequence[GradeRow], folder: str | Path) -> list[Path]:
     """Write ``class.html`` and its figure ``class-pass-rate.png`` into ``folder``; returns their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

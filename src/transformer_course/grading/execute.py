@@ -29,6 +29,7 @@ import nbformat
 from transformer_course.checks.core import MISTAKE_ID, MISTAKE_ID_MAX
 from transformer_course.grading import plugin
 from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.messages import sanitize
 from transformer_course.grading.plugin import SPEC_ENV
 from transformer_course.grading.replay import Confirmation, confirm, read_regular_file
@@ -50,14 +51,6 @@ BOOT = (
 MAX_RESULT_BYTES = 64 * 2**20  # the plugin's record of the cells (a few kB in practice)
 # Replays run in this process, one at a time: some checkers seed torch's global generator.
 _REPLAY_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Limits:
-    cell_timeout: float = 60.0  # seconds per cell (nbval's --nbval-cell-timeout)
-    notebook_timeout: float = 600.0  # seconds for the whole notebook, kernel start included
-    memory_limit_mb: int = 4096  # address space of the kernel (RLIMIT_AS); 0: no limit
-    cases_seed: int | None = None  # draw every check's cases from this seed (hidden cases); None: the public ones
 
 
 # What the plugin saw of a cell: its execute reply was ok or an error; it ran past the cell time limit; the

@@ -19,23 +19,25 @@ from transformer_course.grading.collect import (
     parse_shard,
     select_shard,
 )
-from transformer_course.grading.execute import Limits, run_notebook
+from transformer_course.grading.execute import run_notebook
+from transformer_course.grading.gradebook import GradeRow, sort_rows
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import Release, UnreadableNotebook, prepare
-from transformer_course.grading.report import Row, sort_rows
 from transformer_course.grading.snapshot import Snapshot
 from transformer_course.grading.verdict import error_rows, missing_rows, unit_rows
 
-__all__ = ["GradingError", "Limits", "Row", "Gradebook", "grade", "grade_unit", "parse_shard"]
+__all__ = ["GradingError", "Limits", "GradeRow", "Gradebook", "grade", "grade_unit", "parse_shard"]
 
 
 @dataclass
 class Gradebook:
-    rows: list[Row]
+    rows: list[GradeRow]
     notes: list[str] = field(default_factory=list)  # files ignored, ...
     students: list[str] = field(default_factory=list)
 
 
-def grade_unit(student: str, release: Release, data, limits: Limits, snapshot: Snapshot | None = None) -> list[Row]:
+def grade_unit(student: str, release: Release, data, limits: Limits,
+               snapshot: Snapshot | None = None) -> list[GradeRow]:
     """The rows of one student's notebook (``data``: its bytes, None when missing), run against a copy of
     ``snapshot`` (by default, the course package as it is now)."""
     if data is None:
@@ -58,14 +60,12 @@ def grade(
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
     students: Sequence[str] = (),
-    progress: Callable[[str, str, list[Row], float], None] | None = None,
+    progress: Callable[[str, str, list[GradeRow], float], None] | None = None,
 ) -> Gradebook:
     """Grade every (selected) student's notebooks against the release; rows sorted, deterministic."""
     limits = limits or Limits()
     if jobs < 1:
         raise GradingError(f"--jobs {jobs}: must be at least 1")
-    if limits.cell_timeout <= 0 or limits.notebook_timeout <= 0:
-        raise GradingError("time limits must be positive")
     releases = load_releases(release)
     found, notes = find_students(submissions, releases)
     if students:
@@ -80,10 +80,10 @@ def grade(
     # that every notebook gets a copy of (grading/snapshot.py).
     importlib.import_module("transformer_course.checks")
     snapshot = Snapshot.of()
-    rows: list[Row] = []
+    rows: list[GradeRow] = []
     changed = ""
 
-    def run(student: Student, rel: Release) -> list[Row]:
+    def run(student: Student, rel: Release) -> list[GradeRow]:
         start = time.perf_counter()
         try:
             result = grade_unit(student.name, rel, student.notebooks.get(rel.name), limits, snapshot)

@@ -1,8 +1,9 @@
-"""Runs inside the learner's kernel during grading: the ``check`` that the restored check cells call.
+"""Runs inside the learner's kernel during grading: :func:`recording_check`, the ``check`` that the restored check
+cells call.
 
 The grader executes each released check cell as::
 
-    from transformer_course.grading.kernel import check  # the grader's check, recording its results
+    from transformer_course.grading.kernel import recording_check as check  # the grader's check
     check("01.1", token_logits)
 
 It runs the ordinary :func:`transformer_course.checks.core.check` (same cases, same messages) while
@@ -79,7 +80,7 @@ def _write_mistake(path: Path, mistake_id: str) -> None:
         pass
 
 
-def check(exercise_id: str, answer) -> None:
+def recording_check(exercise_id: str, answer) -> None:
     """:func:`transformer_course.checks.check`, recording the learner's results for the grader.
 
     With the grader's ``--cases-seed`` (in :data:`CASES_ENV`), every case is drawn from it (see

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from transformer_course.authoring import METADATA_KEY
+from transformer_course.cell_metadata import METADATA_KEY, exercise_record, is_read_only
 
 MAX_NOTEBOOK_BYTES = 100 * 2**20
-GRADER_CHECK_IMPORT = "from transformer_course.grading.kernel import check  # the grader's recording check\n"
+GRADER_CHECK_IMPORT = "from transformer_course.grading.kernel import recording_check as check  # the grader's check\n"
 NBVAL_MARKERS = {
     "NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION",
     "PYTEST_VALIDATE_IGNORE_OUTPUT",
@@ -68,16 +68,11 @@ class Prepared:
 # --- the release ------------------------------------------------------------------------------------
 
 
-def _meta(cell) -> dict:
-    value = cell.get("metadata", {}).get(METADATA_KEY, {})
-    return value if isinstance(value, dict) else {}
-
-
 def load_release(path) -> Release:
     nb = nbformat.read(path, as_version=4)
     checks = []
     for cell in nb.cells:
-        meta = _meta(cell)
+        meta = exercise_record(cell)
         if cell.cell_type == "code" and meta.get("role") == "check":
             checks.append(CheckCell(cell.id, str(meta["exercise"]), str(meta.get("title", "")),
                                     int(meta.get("points", 0))))
@@ -152,7 +147,8 @@ def _match(release: Release, cells: list[_Cell]) -> dict[int, int]:
         i = by_id.get(cell.id)
         if i is not None and i not in taken:
             pair(j, i)
-    by_role = {(m.get("role"), m.get("exercise")): i for i, c in enumerate(released) if (m := _meta(c)).get("role")}
+    by_role = {(m.get("role"), m.get("exercise")): i
+               for i, c in enumerate(released) if (m := exercise_record(c)).get("role")}
     for j, cell in enumerate(cells):  # 2. same exercise role (a notebook whose ids were lost)
         meta = cell.metadata.get(METADATA_KEY)
         if j in matched or not isinstance(meta, dict) or not meta.get("role"):
@@ -165,14 +161,10 @@ def _match(release: Release, cells: list[_Cell]) -> dict[int, int]:
             continue
         for i, c in enumerate(released):
             same = c.cell_type == cell.cell_type and c.source.strip() == cell.source.strip()
-            if i not in taken and same and _read_only(c):
+            if i not in taken and same and is_read_only(c):
                 pair(j, i)
                 break
     return matched
-
-
-def _read_only(cell) -> bool:
-    return cell.get("metadata", {}).get("editable", True) is False or _meta(cell).get("role") == "check"
 
 
 def strip_markers(source: str) -> str:
@@ -250,7 +242,7 @@ def prepare(release: Release, data: bytes) -> Prepared:
             if changes:
                 tampered[checks[rel.id]] = changes
             out.append(_new_cell("code", GRADER_CHECK_IMPORT + rel.source, rel.id))
-        elif _read_only(rel):
+        elif is_read_only(rel):
             out.append(_new_cell(rel.cell_type, rel.source, rel.id))
         elif sub is not None:  # an answer cell: the learner's code
             source = strip_markers(sub.source) if sub.cell_type == "code" else sub.source
@@ -259,7 +251,7 @@ def prepare(release: Release, data: bytes) -> Prepared:
 
     nb = nbformat.v4.new_notebook(cells=out, metadata={"kernelspec": release.nb.metadata.get("kernelspec", {})})
     learner_code = [c.source for c in out if c.cell_type == "code" and c.id not in checks and not
-                    any(c.id == r.id and _read_only(r) for r in released)]
+                    any(c.id == r.id and is_read_only(r) for r in released)]
     return Prepared(nb, checks, tampered, review_notes(learner_code))
 
 

@@ -12,7 +12,7 @@ the learner's code left behind. A module check is replayed on a stand-in module 
 parameter names and shapes (``checks.modules``). Checkers that call the learner's answer other than through
 ``core.call_answer`` cannot be replayed; for them the kernel's verdict stands ("unconfirmed").
 
-A checker that grades by bands returns a ``core.Score``: the points come from this re-check alone (the kernel
+A checker that grades by bands returns a ``registry.Score``: the points come from this re-check alone (the kernel
 only prints them), "partial" when they are fewer than the exercise's.
 """
 
@@ -30,7 +30,7 @@ from transformer_course.grading.kernel import OPAQUE, SEED
 MAX_RECORD_BYTES = 64 * 2**20
 
 
-# "partial": a checker that grades by bands (``core.Score``) gave part of the points; "unconfirmed": the checker
+# "partial": a checker that grades by bands (``registry.Score``) gave part of the points; "unconfirmed": the checker
 # cannot be replayed, the kernel's verdict stands; "no_record" / "bad_record": the kernel saved no record, or one
 # that cannot be read.
 Verdict = Literal["passed", "partial", "failed", "unconfirmed", "no_record", "bad_record"]
@@ -109,6 +109,7 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
     import torch
 
     from transformer_course.checks import REGISTRY, CheckFailed, core
+    from transformer_course.checks.registry import Score, points_line, score_of
 
     if not os.path.lexists(record):
         return Confirmation("no_record")
@@ -151,10 +152,10 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
         torch.set_rng_state(state)
     if next(pending, None) is not None:
         return Confirmation("failed", "the kernel recorded more results than the check asks for")
-    score = core.outcome(ex, result)  # as the kernel's check read it
-    if not isinstance(result, core.Score):
+    score = score_of(ex, result)  # as the kernel's check read it
+    if not isinstance(result, Score):
         return Confirmation("passed", cases=score.cases)
-    line = core.points_line(score, ex.points)
+    line = points_line(score, ex.points)
     if score.points == 0:
         return Confirmation("failed", line)
     return Confirmation("passed" if score.points == ex.points else "partial", line, score.cases, score.points)

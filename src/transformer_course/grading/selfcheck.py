@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_course.grading.collect import GradingError, load_releases
-from transformer_course.grading.execute import Limits
+from transformer_course.grading.gradebook import GradeRow
+from transformer_course.grading.layout import text_table
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import MAX_NOTEBOOK_BYTES, Release, load_release
-from transformer_course.grading.report import Row, _table
 
 LEARNER = "you"  # the student name of the rows
 
@@ -32,14 +33,14 @@ LEARNER = "you"  # the student name of the rows
 class Checked:
     notebook: Path
     release_from: str  # where the released notebook came from, in words
-    rows: list[Row]
+    rows: list[GradeRow]
 
     @property
-    def tampered(self) -> list[Row]:
+    def tampered(self) -> list[GradeRow]:
         return [r for r in self.rows if r.status == "tampered"]
 
     @property
-    def review(self) -> list[Row]:
+    def review(self) -> list[GradeRow]:
         return [r for r in self.rows if "[review the code:" in r.message]
 
 
@@ -120,14 +121,14 @@ def check_notebooks(notebooks: Sequence[str | Path], *, release: str | Path | No
         return list(pool.map(run, units))
 
 
-def report(checked: Checked, limits: Limits) -> str:
+def check_report(checked: Checked, limits: Limits) -> str:
     """What the learner reads: the rows, the total, and any row the grader would mark or flag."""
     rows = checked.rows
     out = [f"{checked.notebook}: graded as the instructor's grader will (read-only cells restored from the release "
            f"{checked.release_from}; {limits.cell_timeout:g} s per cell, {limits.notebook_timeout:g} s for the "
            "notebook; every pass re-checked outside your kernel).", ""]
     body = [[r.exercise, r.title, f"{r.points}/{r.max_points}", r.status] for r in rows]
-    out += _table(["exercise", "title", "points", "status"], body, right={2})
+    out += text_table(["exercise", "title", "points", "status"], body, right={2})
     points, max_points = sum(r.points for r in rows), sum(r.max_points for r in rows)
     out += ["", f"Total: {points}/{max_points} points."]
     for r in rows:

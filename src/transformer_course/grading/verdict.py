@@ -20,20 +20,21 @@ the kernel's check wrote for the plugin (:mod:`.kernel`), as a label only; it ne
 
 from __future__ import annotations
 
-from transformer_course.grading.execute import Limits, RunResult
+from transformer_course.grading.execute import RunResult
+from transformer_course.grading.gradebook import GradeRow, Status
 from transformer_course.grading.kernel_start import MEMORY_SIGNS
+from transformer_course.grading.limits import Limits
 from transformer_course.grading.messages import sanitize as clean
 from transformer_course.grading.prepare import Prepared, Release
-from transformer_course.grading.report import Row, Status
 
 
-def missing_rows(student: str, release: Release) -> list[Row]:
-    return [Row(student, release.name, c.exercise, c.title, 0, c.points, "missing",
+def missing_rows(student: str, release: Release) -> list[GradeRow]:
+    return [GradeRow(student, release.name, c.exercise, c.title, 0, c.points, "missing",
                 f"no {release.name} in the submission") for c in release.checks]
 
 
-def error_rows(student: str, release: Release, message: str) -> list[Row]:
-    return [Row(student, release.name, c.exercise, c.title, 0, c.points, "error", clean(message))
+def error_rows(student: str, release: Release, message: str) -> list[GradeRow]:
+    return [GradeRow(student, release.name, c.exercise, c.title, 0, c.points, "error", clean(message))
             for c in release.checks]
 
 
@@ -139,10 +140,10 @@ def _earned(run: RunResult, cell_id: str, max_points: int) -> int:
     return max(0, min(confirm.points, max_points))
 
 
-def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[Row]:
+def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult, limits: Limits) -> list[GradeRow]:
     if run.package_changes:
         shown = "; ".join(run.package_changes[:5]) + ("; ..." if len(run.package_changes) > 5 else "")
-        return [Row(student, release.name, c.exercise, c.title, 0, c.points, "tampered",
+        return [GradeRow(student, release.name, c.exercise, c.title, 0, c.points, "tampered",
                     clean(f"the notebook changed the course package its kernel imported ({shown}), so no check "
                           "of this run can be trusted")) for c in release.checks]
     rows = []
@@ -157,6 +158,6 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
             message = f"{clean(message)} [review the code: it {'; '.join(prepared.review)}]"
         cell = run.cells.get(check.cell_id)
         mistake = f"{check.exercise}/{cell.mistake}" if status == "failed" and cell and cell.mistake else ""
-        rows.append(Row(student, release.name, check.exercise, check.title, points, check.points, status,
+        rows.append(GradeRow(student, release.name, check.exercise, check.title, points, check.points, status,
                         clean(message), mistake))
     return rows

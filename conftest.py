@@ -15,41 +15,12 @@ found ...", printed when a CUDA build of torch imports torch.utils.benchmark on 
 something about the machine, not the lesson: nbval compares outputs without them.
 """
 
-import re
-
-import nbformat
-from nbval.plugin import IPyNbCell
-
 from transformer_course.grading.kernel_start import start_kernel
-from transformer_course.grading.nbval_patches import start_kernels_with
+from transformer_course.grading.nbval_patches import compare_without_torch_log_lines, start_kernels_with
 
 OUTPUT_TIMEOUT = 60
 start_kernels_with(start_kernel)
-
-TORCH_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ torch/\S+:\d+\] .*(\n|$)", re.MULTILINE)
-
-
-def without_torch_log_lines(outputs: list) -> list:
-    """``outputs`` (a cell's) with PyTorch's log lines taken out of its stderr; a stderr left empty is dropped."""
-    kept = []
-    for output in outputs:
-        if output.get("output_type") == "stream" and output.get("name") == "stderr":
-            text = TORCH_LOG_LINE.sub("", output.get("text", ""))
-            if not text:
-                continue
-            output = nbformat.NotebookNode({**output, "text": text})
-        kept.append(output)
-    return kept
-
-
-_compare_outputs = IPyNbCell.compare_outputs
-
-
-def _compare_without_torch_logs(self, test, ref, skip_compare=None):
-    return _compare_outputs(self, without_torch_log_lines(test), without_torch_log_lines(ref), skip_compare)
-
-
-IPyNbCell.compare_outputs = _compare_without_torch_logs
+compare_without_torch_log_lines()
 
 
 # Seconds each file kept one worker busy in a `make test` (measured 2026-11-26 on a loaded 2-core machine: the

@@ -57,3 +57,43 @@ def test_a_changed_nbval_is_named_with_the_supported_range(change, message):
     with pytest.raises(NbvalChanged, match="is not the nbval the course was written for") as caught:
         require(fake(change))
     assert message in str(caught.value) and SUPPORTED in str(caught.value)
+
+
+def test_torch_log_lines_leave_stderr_and_nothing_else():
+    import nbformat
+
+    from transformer_course.grading.nbval_patches import without_torch_log_lines
+
+    log = ("W1126 12:04:52.990000 24743 torch/utils/cpp_extension.py:183] No CUDA runtime is found, using "
+           "CUDA_HOME='/usr/local'\n")
+    stream = nbformat.v4.new_output("stream", name="stderr", text=log)
+    shown = nbformat.v4.new_output("stream", name="stdout", text=log)  # the same text on stdout is the cell's own
+    assert without_torch_log_lines([stream, shown]) == [shown]
+    mixed = without_torch_log_lines([nbformat.v4.new_output("stream", name="stderr", text=log + "UserWarning: x\n")])
+    assert [o.text for o in mixed] == ["UserWarning: x\n"] and mixed[0].name == "stderr"  # attributes, as nbval reads
+    other = nbformat.v4.new_output("stream", name="stderr", text="W1126 my own line torch/x.py:1] no\n")
+    assert without_torch_log_lines([other]) == [other]
+
+
+def test_nbval_compares_outputs_without_torch_log_lines(tmp_path):
+    """In a real nbval run: a stored cell without output passes though its run logs a torch line on stderr, and
+    a cell whose stderr differs otherwise still fails."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    log = "W1126 12:04:52.990000 1 torch/utils/cpp_extension.py:183] No CUDA runtime is found\\n"
+    nb.cells = [nbformat.v4.new_code_cell(f"import sys\n_ = sys.stderr.write('{log}')", id="logs"),
+                nbformat.v4.new_code_cell("import sys\n_ = sys.stderr.write('other\\n')", id="other")]
+    for count, cell in enumerate(nb.cells, 1):
+        cell.execution_count = count  # stored as run, with no output: nbval compares only cells that ran
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    # The same call as the repository's conftest.py makes.
+    (tmp_path / "conftest.py").write_text("from transformer_course.grading.nbval_patches import "
+                                          "compare_without_torch_log_lines\ncompare_without_torch_log_lines()\n")
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "pytest", str(path), "--nbval", "--nbval-current-env", "-q",
+                             "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]

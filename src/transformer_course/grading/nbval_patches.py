@@ -1,13 +1,16 @@
 """Every replacement of nbval internals, in one place, checked before anything is replaced.
 
 nbval's options and pytest's hooks cover most of what the course needs (cell timeouts, output
-sanitising, cell names: see ``conftest.py``), but not three things:
+sanitising, cell names: see ``conftest.py``), but not these:
 
 - starting the kernel: nbval 0.11 starts it over TCP (a port can be taken before the kernel binds it)
   and sends its stderr to /dev/null; :func:`start_kernels_with` makes it use ``kernel_start``;
 - in the grader, the execute *reply* of each cell (``ok``, or the exception's name and value: nbval
   only compares outputs), a timeout told apart from a dead kernel within a second, and the kernel
-  itself, for its pid: :func:`observe_cells` reports them to an observer.
+  itself, for its pid: :func:`observe_cells` reports them to an observer;
+- comparing outputs without PyTorch's own log lines on stderr (a CUDA build of torch on a machine without a
+  GPU logs "No CUDA runtime is found" when ``torch.utils.benchmark`` is imported): they say something about
+  the machine, not the notebook; :func:`compare_without_torch_log_lines`.
 
 These are internals, so ``pyproject.toml`` pins nbval to the range below, and :func:`require` fails with
 a message naming what is missing when an installed nbval no longer has one of them. Both patching
@@ -19,6 +22,7 @@ Imports nothing from the course package (the grader's plugin loads it by path, w
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable
 from queue import Empty
@@ -36,6 +40,7 @@ NEEDED = [
     ("nbval.kernel", "RunningKernel.get_message", ("stream", "timeout")),
     ("nbval.kernel", "RunningKernel.is_alive", ()),
     ("nbval.plugin", "IPyNbFile.setup", ()),
+    ("nbval.plugin", "IPyNbCell.compare_outputs", ("test", "ref", "skip_compare")),
 ]
 
 
@@ -158,3 +163,33 @@ def observe_cells(observer: CellObserver) -> None:
     nbk.RunningKernel.execute_cell_input = execute_and_report
     nbk.RunningKernel.await_reply = await_reply
     nbp.IPyNbFile.setup = setup_and_report
+
+
+# "W1126 12:04:52.990000 24743 torch/utils/cpp_extension.py:183] No CUDA runtime is found, ...": torch's log format.
+TORCH_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ torch/\S+:\d+\] .*(\n|$)", re.MULTILINE)
+
+
+def without_torch_log_lines(outputs: list) -> list:
+    """A cell's ``outputs`` with PyTorch's log lines taken out of its stderr; a stderr left empty is dropped."""
+    kept = []
+    for output in outputs:
+        if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            text = TORCH_LOG_LINE.sub("", output.get("text", ""))
+            if not text:
+                continue
+            output = type(output)({**output, "text": text})  # a NotebookNode again: nbval reads attributes
+        kept.append(output)
+    return kept
+
+
+def compare_without_torch_log_lines() -> None:
+    """Make nbval compare a cell's outputs with its stored ones after :func:`without_torch_log_lines` on both."""
+    require()
+    from nbval import plugin as nbp
+
+    compare_outputs = nbp.IPyNbCell.compare_outputs
+
+    def compare(self, test, ref, skip_compare=None):
+        return compare_outputs(self, without_torch_log_lines(test), without_torch_log_lines(ref), skip_compare)
+
+    nbp.IPyNbCell.compare_outputs = compare

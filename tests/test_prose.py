@@ -34,10 +34,15 @@ ALLOWED = {
     "02": {"3.4": "the largest float32, 3.4e38", "1.2": "float32's machine epsilon, 1.2e-7",
            "2.77": "log 16, arithmetic", "1.5": "4 / sqrt(7), arithmetic in the text"},
     "03": {"65,504": "the largest float16"},
+    "04": {"2,053": "4d + 5 at the paper's d = 512, arithmetic in the text",
+           "1.7%": "35 / 2,053, the limit of the formula in the text at d = 512, h = 8"},
     "06": {"6.3": "2 pi, arithmetic", "0.1": "an angle of the worked example", "0.01": "an angle of the example"},
     "07": {"4,000": "the 2017 paper's warm-up steps"},
-    "08": {"1.5": "GPT-2's largest size, 1.5 billion parameters (the GPT-2 paper)"},
-    "09": {"20.07": "a date written with dots, 20.07.1969, an example of the task's input"},
+    "08": {"1.5": "GPT-2's largest size, 1.5 billion parameters (the GPT-2 paper)",
+           "12,704": "12d^2 + 13d at d = 32, arithmetic in the text", "4,096": "the widest model of the figure"},
+    "09": {"20.07": "a date written with dots, 20.07.1969, an example of the task's input",
+           "90%": "the training share of data.date_splits (5% validation, 5% test)",
+           "89,600": "700 steps x 128 examples, arithmetic in the text", "2,400": "12 formats x 200 test dates"},
     "10": {"3.32": "log2(10), arithmetic", "40,000": "the number of draws of exercise 10.2's check"},
     "11": {"4,000": "the 2017 paper's warm-up steps"},
 }
@@ -156,7 +161,8 @@ def code_cell(text: str) -> dict:
     ("In math: $35 / 2{,}048 \\approx 1.7\\%$.", "1.7\\%"),
 ])
 def test_an_unglued_result_is_flagged(text, literal):
-    cells = [code_cell("steps, n = 300, 2_048\nlr = 3e-3  # 92.4% in one run: comments do not count"), markdown_cell(text)]
+    code = "steps, n = 300, 2_048\nlr = 3e-3  # 92.4% in one run: comments do not count"
+    cells = [code_cell(code), markdown_cell(text)]
     found = unglued_numbers(cells)
     assert [f[1] for f in found] == [literal]
 

@@ -163,3 +163,27 @@ def test_the_lessons_use_only_known_slide_tags_on_code_cells():
             assert tags <= set(SLIDE_TAGS), f"{path.name} {cell.id}: unknown tags {tags - set(SLIDE_TAGS)}"
             if tags - {"slide-skip"}:
                 assert cell.cell_type == "code", f"{path.name} {cell.id}: {tags} on a {cell.cell_type} cell"
+
+
+def glued(name, value):
+    """The output ``myst_nb.glue(name, value, display=False)`` stores."""
+    return new_output("display_data", data={"text/plain": repr(value)},
+                      metadata={"scrapbook": {"name": name, "mime_prefix": ""}})
+
+
+def test_glued_numbers_are_pasted_into_the_deck_as_the_book_formats_them():
+    deck = deck_notebook(lesson(code("glue(...)", outputs=[glued("accuracy", 0.9234), glued("steps", 300)]),
+                                new_markdown_cell("## 9.1 Results\n\n{glue:text}`accuracy:.1%` after "
+                                                  "{glue:text}`steps` steps ({glue:text}`accuracy:.3f`).")),
+                         book_page="b.html")
+    text = next(c.source for c in deck.cells if c.source.startswith("## 9.1"))
+    assert "92.3% after 300 steps (0.923)." in text and "{glue" not in text
+    with pytest.raises(ValueError, match="no cell glued a value named 'missing'"):
+        deck_notebook(lesson(new_markdown_cell("## 9.1\n\n{glue:text}`missing`")), book_page="b.html")
+
+
+def test_no_lesson_deck_keeps_a_raw_glue_role():
+    for path in sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb")):
+        deck = deck_notebook(nbformat.read(path, as_version=4), book_page="b.html")
+        raw = [c.source for c in deck.cells if c.cell_type == "markdown" and "{glue" in c.source]
+        assert not raw, f"{path.name}: {raw[0][:200]}"

@@ -174,12 +174,26 @@ def _code_slides(cell, tags: set[str]) -> list:
 _ROLE = re.compile(r"\{(cite|cite:p|cite:t|eq)\}`([^`]*)`")
 _LABELLED = re.compile(r"(\$\$)(.*?)\$\$[ \t]*\((?P<label>[\w:-]+)\)", re.S)
 _LINK = re.compile(r"\]\((?!https?://|#)(?P<path>[^)#\s]+?)\.(?:ipynb|md)(?P<anchor>#[^)]*)?\)")
+_GLUE = re.compile(r"\{glue(?::text)?\}`(?P<key>[\w-]+)(?::(?P<spec>[^`]*))?`")
+
+
+def glued_values(nb) -> dict[str, str]:
+    """The ``text/plain`` of every value a cell stored with ``myst_nb.glue``, by its name."""
+    values = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                data = output.get("data", {})
+                values[name] = data.get("application/papermill.record/text/plain", data.get("text/plain", ""))
+    return values
 
 
 class _MystToMarkdown:
     """Rewrites the MyST that nbconvert renders as plain text: ``{cite}`` roles (as author-year), labelled
     equations ``$$ ... $$ (label)`` (numbered in order, as the book numbers them) and ``{eq}`` references to
-    them, and links to other pages of the book (``../exercises/NN_x.ipynb``) as links into the built book."""
+    them, ``{glue:text}`` roles (the stored value, formatted as myst-nb formats it), and links to other pages
+    of the book (``../exercises/NN_x.ipynb``) as links into the built book."""
 
     def __init__(self, nb, citations: dict[str, tuple[str, str]], book_root: str = "../html", folder: str = "lessons"):
         self.citations, self.book_root, self.folder = citations, book_root, folder
@@ -188,11 +202,25 @@ class _MystToMarkdown:
             if cell.cell_type == "markdown":
                 labels += [m.group("label") for m in _LABELLED.finditer(cell.source)]
         self.numbers = {label: i + 1 for i, label in enumerate(dict.fromkeys(labels))}
+        self.glued = glued_values(nb)
 
     def __call__(self, text: str) -> str:
         text = _LABELLED.sub(lambda m: f"$${m.group(2).rstrip()} \\tag{{{self.numbers[m.group('label')]}}}\n$$", text)
         text = _ROLE.sub(self._role, text)
+        text = _GLUE.sub(self._glue, text)
         return _LINK.sub(self._link, text)
+
+    def _glue(self, match) -> str:
+        key, spec = match.group("key"), match.group("spec")
+        if key not in self.glued:
+            raise ValueError(f"the notebook quotes {{glue:text}}`{key}`, but no cell glued a value named {key!r}")
+        text = self.glued[key].strip("'\"")
+        if spec:
+            try:
+                return format(float(text), spec)  # myst-nb formats a number's text/plain with the spec
+            except ValueError:
+                pass
+        return text
 
     def _role(self, match) -> str:
         role, target = match.groups()

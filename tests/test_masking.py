@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_course.attention import scaled_dot_product_attention
-from transformer_course.masking import causal_mask, future_influence, padding_mask, to_additive_mask, to_boolean_mask
+from transformer_course.masking import causal_mask, padding_mask, to_additive_mask, to_boolean_mask
+from transformer_course.probes import future_influence
 
 TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 1e-10}}
 PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)

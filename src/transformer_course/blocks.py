@@ -191,13 +191,13 @@ def add_norm(x: torch.Tensor, y: torch.Tensor, norm: Callable[[torch.Tensor], to
     return norm(x + y)
 
 
-def residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor],
-             norm: Callable[[torch.Tensor], torch.Tensor], norm_first: bool) -> torch.Tensor:
+def residual(x: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor], norm_first: bool,
+             sublayer: Callable[..., torch.Tensor], *args) -> torch.Tensor:
     """One sub-layer with its residual connection and norm, ``(..., d) -> (..., d)``: pre-norm
-    ``x + sublayer(norm(x))``, or post-norm (2017) Add & Norm, ``norm(x + sublayer(x))``."""
+    ``x + sublayer(norm(x), *args)``, or post-norm (2017) Add & Norm, ``norm(x + sublayer(x, *args))``."""
     if norm_first:
-        return x + sublayer(norm(x))
-    return add_norm(x, sublayer(x), norm)
+        return x + sublayer(norm(x), *args)
+    return add_norm(x, sublayer(x, *args), norm)
 
 
 class EncoderBlock(nn.Module):
@@ -226,8 +226,8 @@ class EncoderBlock(nn.Module):
         e.g. ``padding_mask(lens, n)``. Returns x's shape. With a ``cache`` (generation), x holds only the
         new positions and attends over the cached ones too. ``is_causal``: a hint that mask is
         ``causal_mask(n)`` (see :class:`MultiHeadAttention`)."""
-        x = residual(x, lambda h: self._self_attention(h, mask, cache, is_causal), self.norm1, self.norm_first)
-        return residual(x, self._feed_forward, self.norm2, self.norm_first)
+        x = residual(x, self.norm1, self.norm_first, self._self_attention, mask, cache, is_causal)
+        return residual(x, self.norm2, self.norm_first, self._feed_forward)
 
     def _self_attention(self, x, mask, cache, is_causal) -> torch.Tensor:
         # need_weights=False: the fused kernel; attention_weights() asks for the weights when they are read.
@@ -277,9 +277,9 @@ class DecoderBlock(nn.Module):
                 memory_mask: torch.Tensor | None = None, *, self_is_causal: bool = False) -> torch.Tensor:
         """Returns x's shape, ``(B, n_dec, d)``. ``self_is_causal``: a hint that self_mask is
         ``causal_mask(n_dec)`` (see :class:`MultiHeadAttention`)."""
-        x = residual(x, lambda h: self._self_attention(h, self_mask, self_is_causal), self.norm1, self.norm_first)
-        x = residual(x, lambda h: self._cross_attention(h, memory, memory_mask), self.norm2, self.norm_first)
-        return residual(x, self._feed_forward, self.norm3, self.norm_first)
+        x = residual(x, self.norm1, self.norm_first, self._self_attention, self_mask, self_is_causal)
+        x = residual(x, self.norm2, self.norm_first, self._cross_attention, memory, memory_mask)
+        return residual(x, self.norm3, self.norm_first, self._feed_forward)
 
     def _self_attention(self, x, mask, is_causal) -> torch.Tensor:
         out, _ = self.self_attention(x, mask=mask, need_weights=False, is_causal=is_causal)

@@ -8,7 +8,6 @@ Shapes: batch B, prompt length n, vocabulary |V|. ``logits`` are the model's unn
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -182,7 +181,7 @@ class _CachedBlock(NamedTuple):
     b_qkv: torch.Tensor | None
     W_o: torch.Tensor
     b_o: torch.Tensor | None
-    ffn: Callable[[torch.Tensor], torch.Tensor]  # blocks.feed_forward on the block's FFN weights
+    ffn: tuple  # the arguments of blocks.feed_forward after x: W_1, b_1, W_2, b_2, activation, gated
     keys: torch.Tensor  # (B, h_kv, max_len, d_head): a view of CachedDecoder.keys
     values: torch.Tensor
 
@@ -194,6 +193,7 @@ class _Hyperparameters(NamedTuple):
     h: int
     h_kv: int
     d_head: int
+    d_kv: int  # h_kv * d_head: the width of the keys and of the values
     norm_first: bool
 
 
@@ -223,7 +223,8 @@ class CachedDecoder:
         self.max_len = c.max_len if max_len is None else _validate.integer("max_len", max_len, minimum=1)
         _validate.positions(self.max_len, c.max_len, what="the decoder")
         att = model.blocks[0].attention
-        self.hyperparameters = _Hyperparameters(c.d_model, att.num_heads, att.num_kv_heads, att.d_head, c.norm_first)
+        self.hyperparameters = _Hyperparameters(c.d_model, att.num_heads, att.num_kv_heads, att.d_head,
+                                                att.num_kv_heads * att.d_head, c.norm_first)
         weight = model.token_embedding.weight
         cache_shape = (len(model.blocks), self.batch_size, att.num_kv_heads, self.max_len, att.d_head)
         self.keys = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
@@ -257,8 +258,7 @@ def _cached_block(block: EncoderBlock, keys: torch.Tensor, values: torch.Tensor)
     return _CachedBlock(norm_function(block.norm1), norm_function(block.norm2),
                         torch.cat([att.W_q.weight, att.W_k.weight, att.W_v.weight]),
                         None if biases[0] is None else torch.cat(biases), att.W_o.weight, att.W_o.bias,
-                        functools.partial(feed_forward, W_1=ffn.W_1.weight, b_1=ffn.W_1.bias, W_2=ffn.W_2.weight,
-                                          b_2=ffn.W_2.bias, activation=ffn.activation, gated=ffn.gated),
+                        (ffn.W_1.weight, ffn.W_1.bias, ffn.W_2.weight, ffn.W_2.bias, ffn.activation, ffn.gated),
                         keys, values)
 
 
@@ -268,30 +268,29 @@ def _decode_step(decoder: CachedDecoder, tokens: torch.Tensor, position: int) ->
     What ``DecoderOnlyLM.forward`` does with a cache, through the same functional pieces; the keys and values
     of the new positions are written into ``decoder.keys`` and ``decoder.values`` in place.
     """
-    norm_first = decoder.hyperparameters.norm_first
+    hp = decoder.hyperparameters
     end = position + tokens.shape[1]
     x = F.embedding(tokens, decoder.embedding)  # (B, n, d)
     if decoder.positions is not None:
         x = x + decoder.positions[position:end]  # learned or sinusoidal positions (no dropout: eval)
-    mask, is_causal = cached_causal_mask(tokens.shape[1], position, device=tokens.device)  # (n, end) or None
+    mask, is_causal = cached_causal_mask(tokens.shape[1], position, device=decoder.keys.device)  # (n, end) or None
     rotary = None if decoder.rotary is None else (decoder.rotary[0][position:end], decoder.rotary[1][position:end])
     for block in decoder.cached_blocks:
-        x = residual(x, lambda h, block=block: _self_attention(decoder.hyperparameters, block, h, position, mask,
-                                                               is_causal, rotary), block.norm1, norm_first)
-        x = residual(x, block.ffn, block.norm2, norm_first)  # (B, n, d)
+        x = residual(x, block.norm1, hp.norm_first, _self_attention, hp, block, position, mask, is_causal, rotary)
+        x = residual(x, block.norm2, hp.norm_first, feed_forward, *block.ffn)  # (B, n, d)
     return F.linear(decoder.final_norm(x[:, -1]), decoder.head)  # (B, |V|)
 
 
-def _self_attention(hp: _Hyperparameters, block: _CachedBlock, x: torch.Tensor, position: int, mask, is_causal: bool,
+def _self_attention(x: torch.Tensor, hp: _Hyperparameters, block: _CachedBlock, position: int, mask, is_causal: bool,
                     rotary) -> torch.Tensor:
     """MultiHeadAttention's self-attention over the cache, for x ``(B, n, d)`` at ``position``: the new keys and
     values written into the block's cache, the queries attending over it under ``mask``; returns ``(B, n, d)``."""
     B, n, _ = x.shape
     end = position + n
-    q, k, v = F.linear(x, block.W_qkv, block.b_qkv).split([hp.d, hp.h_kv * hp.d_head, hp.h_kv * hp.d_head], -1)
-    q = q.view(B, n, hp.h, hp.d_head).transpose(1, 2)  # (B, h, n, d_head)
-    k = k.view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)  # (B, h_kv, n, d_head)
-    v = v.view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)
+    qkv = F.linear(x, block.W_qkv, block.b_qkv)  # (B, n, d + 2 d_kv)
+    q = qkv[..., : hp.d].view(B, n, hp.h, hp.d_head).transpose(1, 2)  # (B, h, n, d_head)
+    k = qkv[..., hp.d : hp.d + hp.d_kv].view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)  # (B, h_kv, n, d_head)
+    v = qkv[..., hp.d + hp.d_kv :].view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)
     if rotary is not None:
         q, k = rotate(q, *rotary), rotate(k, *rotary)
     block.keys[:, :, position:end] = k  # written in place: the cache never grows

@@ -118,11 +118,12 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
     no_grad = torch.no_grad()
     if use_cache and fast and _fast_path_obstacle(model) is None:
         step, no_grad = CachedDecoder(model, prompt.shape[0], total, compile=compile), torch.inference_mode()
-    elif use_cache:
-        cache = model.new_cache()
-        step = lambda new: model(new, cache=cache)[:, -1]  # noqa: E731  (B, |V|)
     else:
-        step = lambda so_far: model(so_far)[:, -1]  # noqa: E731
+        cache = model.new_cache() if use_cache else None
+
+        def step(tokens: torch.Tensor) -> torch.Tensor:  # the new tokens, or all of them without a cache
+            return model(tokens, cache=cache)[:, -1]  # (B, |V|)
+
     with _evaluating(model):
         return _generate(step, prompt, max_new_tokens, temperature, top_k, eos_id, generator, cached=use_cache,
                          no_grad=no_grad)

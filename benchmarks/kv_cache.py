@@ -5,7 +5,8 @@ generates 64, 256 and 512 tokens greedily from an 8-token prompt, batch 1, three
 rounds (the best of ROUNDS runs each: other programs can only slow a run down):
 
 - new: ``generate(...)``, the default: ``CachedDecoder``, a preallocated cache written in place, one call
-  of plain tensor operations per step, checks once per call, ``torch.inference_mode``;
+  per step of the functional pieces the modules' ``forward`` calls too, checks once per call,
+  ``torch.inference_mode``;
 - old: ``generate(..., fast=False)``, the loop the package had before: ``model(token, cache=cache)`` through
   the modules' checked ``forward`` with a ``KVCache`` per block;
 - no cache: ``generate(..., use_cache=False)``, the whole sequence every step.

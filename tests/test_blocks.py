@@ -114,8 +114,8 @@ def test_one_set_of_options_for_every_block_and_stack():
                    rotary=True, max_len=32)
     encoder, decoder = EncoderBlock(16, 4, 32, **options), DecoderBlock(16, 4, 32, **options)
     stack = TransformerDecoder(2, 16, 4, 32, **options)
-    assert encoder.config == decoder.config == stack.config == stack.layers[1].config == BlockConfig(16, 4, 32,
-                                                                                                    **options)
+    assert encoder.config == decoder.config == stack.config == stack.layers[1].config == BlockConfig(
+        d_model=16, num_heads=4, d_ff=32, **options)
     for norm in (encoder.norm2, decoder.norm3, stack.norm):
         assert isinstance(norm, RMSNorm) and norm.eps == 1e-6
     assert decoder.self_attention.num_kv_heads == decoder.cross_attention.num_kv_heads == 2
@@ -132,5 +132,6 @@ def test_one_set_of_options_for_every_block_and_stack():
 def test_decoder_only_models_stack_the_decoder_only_block():
     model = DecoderOnlyLM(DecoderOnlyConfig(11, d_model=16, num_heads=4, d_ff=32))
     assert DecoderOnlyBlock is EncoderBlock and all(isinstance(b, DecoderOnlyBlock) for b in model.blocks)
-    assert model.blocks[0].config == BlockConfig(16, 4, 32, **{k: v for k, v in model.config.block_options().items()
-                                                                if k not in ("d_model", "num_heads", "d_ff")})
+    assert model.blocks[0].config == model.config.block_config() == BlockConfig(d_model=16, num_heads=4, d_ff=32,
+                                                                                activation="gelu", norm_first=True,
+                                                                                max_len=128)

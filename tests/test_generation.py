@@ -1,5 +1,6 @@
 """KV-cached generation equals generation without the cache; sampling; greedy decoding; errors."""
 
+import dataclasses
 import itertools
 import math
 
@@ -22,9 +23,7 @@ from transformer_course.multihead import KVCache
 def lm(**overrides):
     torch.manual_seed(0)
     config = DecoderOnlyConfig(vocab_size=17, d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=128)
-    for key, value in overrides.items():
-        setattr(config, key, value)
-    return DecoderOnlyLM(config).eval()
+    return DecoderOnlyLM(dataclasses.replace(config, **overrides)).eval()  # replace validates the new fields
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -206,6 +205,37 @@ def test_fast_path_writes_the_tokens_of_the_module_path_and_of_the_uncached_path
                        for top_k in (None, 5) for path in paths]
             assert all(torch.equal(sampled[i], sampled[i + j]) for i in (0, 3) for j in (1, 2))
             assert greedy[0].shape == (batch, n + new) and torch.equal(greedy[0][:, :n], prompt)
+
+
+CHUNK_VARIANTS = {
+    "learned tied": {}, "learned untied": dict(tie_weights=False),
+    "sinusoidal post-norm": dict(norm_first=False, activation="relu", positional="sinusoidal"),
+    "rotary": dict(positional="rotary"), "grouped-query": dict(num_kv_heads=2), "multi-query": dict(num_kv_heads=1),
+    "rms swiglu": dict(norm="rms", activation="swiglu"),
+    "rms swiglu gqa rotary post-norm untied": dict(norm="rms", activation="swiglu", num_kv_heads=2,
+                                                   positional="rotary", norm_first=False, tie_weights=False),
+}
+
+
+@pytest.mark.parametrize("overrides", CHUNK_VARIANTS.values(), ids=CHUNK_VARIANTS)
+def test_chunks_of_any_size_at_any_offset_give_the_logits_of_the_full_causal_run(overrides):
+    # A chunk of n > 1 tokens after cached ones must see the cache and its own past, not a top-left causal mask.
+    model = lm(**overrides)
+    tokens = torch.randint(17, (2, 22), generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        full = model(tokens)  # (2, 22, |V|): the causal run over the whole sequence
+        for prompt in (1, 3, 6):
+            for size in range(1, 6):
+                decoder, cache = CachedDecoder(model, batch_size=2, max_len=22), model.new_cache()
+                ends = [prompt, *range(prompt + size, 23, size)]  # a prompt, then chunks of `size` at every offset
+                for start, end in zip([0, *ends[:-1]], ends, strict=True):
+                    fast = decoder(tokens[:, start:end])  # (2, |V|): the chunk's last position
+                    modules = model(tokens[:, start:end], cache=cache)  # (2, end - start, |V|)
+                    torch.testing.assert_close(fast, full[:, end - 1], atol=1e-5, rtol=1e-5,
+                                               msg=f"fast path, chunk {start}..{end - 1} after prompt {prompt}")
+                    torch.testing.assert_close(modules, full[:, start:end], atol=1e-5, rtol=1e-5,
+                                               msg=f"module path, chunk {start}..{end - 1} after prompt {prompt}")
+                assert decoder.position == len(cache[0]) == ends[-1]
 
 
 def test_cached_decoder_matches_the_model_and_writes_its_cache_in_place():

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_course.attention import scaled_dot_product_attention
-from transformer_course.masking import causal_mask, future_influence, padding_mask, to_additive_mask, to_boolean_mask
+from transformer_course.masking import cached_causal_mask, causal_mask, padding_mask, to_additive_mask, to_boolean_mask
+from transformer_course.probes import future_influence
 
 TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 1e-10}}
 PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)
@@ -67,6 +68,19 @@ def test_causal_mask_with_offset_is_the_last_rows_of_the_full_mask(n_q, n_k):
     full, _ = scaled_dot_product_attention(query, key, value, causal_mask(n_k))
     cached, _ = scaled_dot_product_attention(query[:, -n_q:], key, value, mask)
     assert_close(cached, full[:, -n_q:])
+
+
+@pytest.mark.parametrize(("n", "offset"), [(1, 0), (1, 5), (3, 0), (3, 4)])
+def test_cached_causal_mask_is_the_offset_mask_and_says_when_is_causal_may_stand_for_it(n, offset):
+    mask, is_causal = cached_causal_mask(n, offset)
+    if n == 1:  # one new query may see every key
+        assert mask is None and not is_causal
+        return
+    assert torch.equal(mask, causal_mask(n + offset)[-n:]) and is_causal == (offset == 0)
+    query, key, value = qkv((2, n, 4), (2, n + offset, 4), (2, n + offset, 4))
+    ours, _ = scaled_dot_product_attention(query, key, value, mask)
+    top_left = F.scaled_dot_product_attention(query, key, value, is_causal=True)  # what is_causal=True computes
+    assert torch.allclose(ours, top_left, atol=1e-6) == (offset == 0)
 
 
 def test_causal_mask_respects_device():

@@ -1,12 +1,15 @@
 """Decoder block and stacks equal PyTorch's; the models are causal, ignore source padding, count parameters."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
 
-from transformer_course.blocks import DecoderBlock
+from transformer_course.blocks import BlockConfig, DecoderBlock
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.models import (
+    DEFAULTS,
     DecoderOnlyConfig,
     DecoderOnlyLM,
     Seq2SeqConfig,
@@ -170,8 +173,31 @@ def test_model_configs_name_the_bad_field(make, error, match):
 def test_model_configs_give_their_blocks_one_set_of_options():
     lm = DecoderOnlyConfig(5, d_model=16, num_heads=4, d_ff=32, max_len=12, norm="rms", num_kv_heads=2,
                            positional="rotary")
+    assert lm.block_config() == BlockConfig(d_model=16, num_heads=4, d_ff=32, activation="gelu", norm_first=True,
+                                            max_len=12, norm="rms", num_kv_heads=2, rotary=True)
     assert lm.block_options() == dict(d_model=16, num_heads=4, d_ff=32, dropout=0.0, activation="gelu",
-                                      norm_first=True, max_len=12, norm="rms", num_kv_heads=2, rotary=True)
+                                      norm_first=True, norm="rms", eps=1e-5, num_kv_heads=2, rotary=True, max_len=12)
+    # One set of defaults: the models' sizes, then the 2017 block's options, except GPT's GELU and pre-norm.
+    assert Seq2SeqConfig(5, 5).block_config() == DEFAULTS == BlockConfig(d_model=128, num_heads=4, d_ff=512,
+                                                                         max_len=128)
+    assert DecoderOnlyConfig(5).block_config() == dataclasses.replace(DEFAULTS, activation="gelu", norm_first=True)
     model = Seq2SeqTransformer(Seq2SeqConfig(5, 6, d_model=16, num_heads=4, d_ff=32, max_len=12, norm_first=True))
     assert model.encoder.config == model.decoder.config == model.decoder.layers[0].config
     assert model.encoder.config.norm_first and model.encoder.config.max_len == 12
+
+
+def test_model_configs_are_frozen_and_replace_checks_the_new_fields():
+    config = DecoderOnlyConfig(5, d_model=16, num_heads=4, d_ff=32)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.num_kv_heads = 3  # would skip the check that 3 divides num_heads
+    with pytest.raises(ValueError, match="num_heads=4 must be divisible by num_kv_heads=3"):
+        dataclasses.replace(config, num_kv_heads=3)
+    assert dataclasses.replace(config, num_kv_heads=2).block_config().num_kv_heads == 2
+    with pytest.raises(TypeError, match="positional"):
+        BlockConfig(16, 4, 32)  # keyword-only
+    translator = Seq2SeqConfig(7, 9, d_model=16, num_heads=4, d_ff=32)
+    assert dataclasses.replace(translator, pad_id=-1).pad_id == -1 and translator.pad_id == 0
+    # The constructors keep their order: the vocabulary sizes first, then the widths, by position too.
+    assert DecoderOnlyConfig(5, 16, 2, 32, 3, 20) == DecoderOnlyConfig(vocab_size=5, d_model=16, num_heads=2, d_ff=32,
+                                                                         num_layers=3, max_len=20)
+    assert repr(translator).startswith("Seq2SeqConfig(src_vocab_size=7, tgt_vocab_size=9, d_model=16, num_heads=4,")

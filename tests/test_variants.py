@@ -1,5 +1,7 @@
 """Lesson 11's variants: RMSNorm, SwiGLU, grouped-query attention, rotary attention, and their KV caches."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -65,9 +67,7 @@ def test_rotary_attention_depends_on_relative_positions_only():
 def test_variant_models_generate_the_same_with_and_without_cache(variant):
     torch.manual_seed(4)
     config = DecoderOnlyConfig(vocab_size=13, d_model=16, num_heads=4, d_ff=32, num_layers=2, max_len=64)
-    for key, value in variant.items():
-        setattr(config, key, value)
-    model = DecoderOnlyLM(config).eval()
+    model = DecoderOnlyLM(dataclasses.replace(config, **variant)).eval()  # replace checks the changed fields
     prompt = torch.randint(13, (2, 5), generator=torch.Generator().manual_seed(5))
     assert torch.equal(generate(model, prompt, 20), generate(model, prompt, 20, use_cache=False))
     changed = prompt.clone()

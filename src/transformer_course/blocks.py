@@ -9,6 +9,7 @@ every block, are the fields of :class:`BlockConfig`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,14 +39,36 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(_validate.integer("d_model", d_model, minimum=1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _validate.features("x", x, self.weight.shape[0])
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight  # (..., d)
+        return rms_norm(_validate.features("x", x, self.weight.shape[0]), self.weight, self.eps)  # (..., d)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm's formula over the last axis, without checks: x ``(..., d)``, weight ``(d,)`` -> ``(..., d)``."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
 NORMS: dict[str, Callable[..., nn.Module]] = {"layer": nn.LayerNorm, "rms": RMSNorm}
+
+
+def norm_function(norm: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function a norm module (``nn.LayerNorm``, :class:`RMSNorm` or ``nn.Identity``) computes, as a
+    call of its functional form on the module's own weights, without checks or module calls: for a fast
+    path that must compute exactly what the module does. ``(..., d) -> (..., d)``."""
+    if isinstance(norm, nn.LayerNorm):
+        return functools.partial(F.layer_norm, normalized_shape=norm.normalized_shape, weight=norm.weight,
+                                 bias=norm.bias, eps=norm.eps)
+    if isinstance(norm, RMSNorm):
+        return functools.partial(rms_norm, weight=norm.weight, eps=norm.eps)
+    if isinstance(norm, nn.Identity):
+        return _identity
+    raise TypeError(f"norm must be an nn.LayerNorm, RMSNorm or nn.Identity, got {type(norm).__name__}")
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def make_norm(kind: str, d_model: int, eps: float = NORM_EPS) -> nn.Module:
@@ -63,13 +86,16 @@ def _activation(activation) -> Callable[[torch.Tensor], torch.Tensor]:
     return ACTIVATIONS[activation]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BlockConfig:
     """Every option of a transformer block, the same for encoder and decoder blocks and their stacks.
 
-    Blocks and stacks take ``d_model, num_heads, d_ff`` and the other fields by keyword
-    (``EncoderBlock(64, 4, 256, norm_first=True)``) and keep them as ``.config``; a bad value fails here,
-    with the name of the field.
+    Frozen and keyword-only (``BlockConfig(d_model=64, num_heads=4, d_ff=256, norm_first=True)``); change a
+    field with ``dataclasses.replace``, which checks it again. Blocks and stacks take ``d_model, num_heads,
+    d_ff`` and the other fields by keyword (``EncoderBlock(64, 4, 256, norm_first=True)``) and keep them as
+    ``.config``; a bad value fails here, with the name of the field. Its defaults are the 2017 block's, and
+    the model configurations take them (:class:`~transformer_course.models.Seq2SeqConfig`) unless they say
+    otherwise (:class:`~transformer_course.models.DecoderOnlyConfig`: GPT-2's GELU and pre-norm).
 
     Args:
         d_model, num_heads, d_ff: widths d, heads h, FFN hidden width (often 4d).
@@ -126,11 +152,23 @@ class PositionWiseFFN(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.W_1(_validate.features("x", x, self.W_1.in_features))  # (..., d_ff), or 2 d_ff if gated
-        if self.gated:
-            gate, up = hidden.chunk(2, dim=-1)
-            return self.W_2(self.dropout(self.activation(gate) * up))
-        return self.W_2(self.dropout(self.activation(hidden)))  # (..., d)
+        _validate.features("x", x, self.W_1.in_features)
+        return feed_forward(x, self.W_1.weight, self.W_1.bias, self.W_2.weight, self.W_2.bias, self.activation,
+                            self.gated, self.dropout)  # (..., d)
+
+
+def feed_forward(x: torch.Tensor, W_1: torch.Tensor, b_1: torch.Tensor | None, W_2: torch.Tensor,
+                 b_2: torch.Tensor | None, activation: Callable[[torch.Tensor], torch.Tensor], gated: bool,
+                 dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """:class:`PositionWiseFFN`'s function, without checks: x ``(..., d)``, W_1 ``(d_ff, d)`` (``(2 d_ff, d)``,
+    gate then up, when ``gated``), W_2 ``(d, d_ff)`` -> ``(..., d)``; ``dropout`` acts on the hidden layer."""
+    hidden = F.linear(x, W_1, b_1)  # (..., d_ff), or 2 d_ff if gated
+    if gated:
+        gate, up = hidden.chunk(2, dim=-1)
+        hidden = activation(gate) * up
+    else:
+        hidden = activation(hidden)
+    return F.linear(hidden if dropout is None else dropout(hidden), W_2, b_2)
 
 
 class AddNorm(nn.Module):
@@ -145,7 +183,21 @@ class AddNorm(nn.Module):
         if x.shape != y.shape:
             raise ValueError(f"the residual x and the sub-layer output y must have one shape, got "
                              f"{tuple(x.shape)} and {tuple(y.shape)}")
-        return self.norm(x + self.dropout(y))
+        return add_norm(x, self.dropout(y), self.norm)
+
+
+def add_norm(x: torch.Tensor, y: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Add & Norm, without checks: ``norm(x + y)`` for the residual x and a sub-layer's output y, ``(..., d)``."""
+    return norm(x + y)
+
+
+def residual(x: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor], norm_first: bool,
+             sublayer: Callable[..., torch.Tensor], *args) -> torch.Tensor:
+    """One sub-layer with its residual connection and norm, ``(..., d) -> (..., d)``: pre-norm
+    ``x + sublayer(norm(x), *args)``, or post-norm (2017) Add & Norm, ``norm(x + sublayer(x, *args))``."""
+    if norm_first:
+        return x + sublayer(norm(x), *args)
+    return add_norm(x, sublayer(x, *args), norm)
 
 
 class EncoderBlock(nn.Module):
@@ -158,7 +210,7 @@ class EncoderBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, **options):
         super().__init__()
-        self.config = c = BlockConfig(d_model, num_heads, d_ff, **options)
+        self.config = c = BlockConfig(d_model=d_model, num_heads=num_heads, d_ff=d_ff, **options)
         self.norm_first = c.norm_first
         self.attention = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, num_kv_heads=c.num_kv_heads,
                                             rotary=c.rotary, max_len=c.max_len)
@@ -174,13 +226,8 @@ class EncoderBlock(nn.Module):
         e.g. ``padding_mask(lens, n)``. Returns x's shape. With a ``cache`` (generation), x holds only the
         new positions and attends over the cached ones too. ``is_causal``: a hint that mask is
         ``causal_mask(n)`` (see :class:`MultiHeadAttention`)."""
-        if self.norm_first:  # pre-norm: x + f(norm(x))
-            x = x + self._self_attention(self.norm1(x), mask, cache, is_causal)
-            x = x + self._feed_forward(self.norm2(x))
-        else:  # post-norm (2017): norm(x + f(x))
-            x = self.norm1(x + self._self_attention(x, mask, cache, is_causal))
-            x = self.norm2(x + self._feed_forward(x))
-        return x
+        x = residual(x, self.norm1, self.norm_first, self._self_attention, mask, cache, is_causal)
+        return residual(x, self.norm2, self.norm_first, self._feed_forward)
 
     def _self_attention(self, x, mask, cache, is_causal) -> torch.Tensor:
         # need_weights=False: the fused kernel; attention_weights() asks for the weights when they are read.
@@ -214,7 +261,7 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, **options):
         super().__init__()
-        self.config = c = BlockConfig(d_model, num_heads, d_ff, **options)
+        self.config = c = BlockConfig(d_model=d_model, num_heads=num_heads, d_ff=d_ff, **options)
         self.norm_first = c.norm_first
         self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout,
                                                  num_kv_heads=c.num_kv_heads, rotary=c.rotary, max_len=c.max_len)
@@ -230,15 +277,9 @@ class DecoderBlock(nn.Module):
                 memory_mask: torch.Tensor | None = None, *, self_is_causal: bool = False) -> torch.Tensor:
         """Returns x's shape, ``(B, n_dec, d)``. ``self_is_causal``: a hint that self_mask is
         ``causal_mask(n_dec)`` (see :class:`MultiHeadAttention`)."""
-        if self.norm_first:  # pre-norm: x + f(norm(x))
-            x = x + self._self_attention(self.norm1(x), self_mask, self_is_causal)
-            x = x + self._cross_attention(self.norm2(x), memory, memory_mask)
-            x = x + self._feed_forward(self.norm3(x))
-        else:  # post-norm (2017): norm(x + f(x))
-            x = self.norm1(x + self._self_attention(x, self_mask, self_is_causal))
-            x = self.norm2(x + self._cross_attention(x, memory, memory_mask))
-            x = self.norm3(x + self._feed_forward(x))
-        return x
+        x = residual(x, self.norm1, self.norm_first, self._self_attention, self_mask, self_is_causal)
+        x = residual(x, self.norm2, self.norm_first, self._cross_attention, memory, memory_mask)
+        return residual(x, self.norm3, self.norm_first, self._feed_forward)
 
     def _self_attention(self, x, mask, is_causal) -> torch.Tensor:
         out, _ = self.self_attention(x, mask=mask, need_weights=False, is_causal=is_causal)

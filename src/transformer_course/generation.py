@@ -8,7 +8,7 @@ Shapes: batch B, prompt length n, vocabulary |V|. ``logits`` are the model's unn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import torch
@@ -16,10 +16,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.blocks import EncoderBlock, PositionWiseFFN, RMSNorm
+from transformer_course.blocks import EncoderBlock, PositionWiseFFN, RMSNorm, feed_forward, norm_function, residual
+from transformer_course.masking import cached_causal_mask
 from transformer_course.models import DecoderOnlyLM, Seq2SeqTransformer, check_tokens
-from transformer_course.multihead import MultiHeadAttention
-from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_course.multihead import MultiHeadAttention, fused_attention
+from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, rotate
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -88,7 +89,7 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
 
     With the cache, ``fast=True`` (the default) decodes with :class:`CachedDecoder`: keys and values in
     tensors allocated once for all ``n + max_new_tokens`` positions and written in place, every step one
-    call of plain tensor operations, no argument checks inside the loop, under ``torch.inference_mode``.
+    call of the modules' functional pieces, no argument checks inside the loop, under ``torch.inference_mode``.
     ``fast=False`` is the loop of lesson 10's section 10.6: ``model(token, cache=cache)`` at every step,
     through the modules' checked ``forward`` and a :class:`~transformer_course.multihead.KVCache` per
     block. Both cached paths run their one-token steps on one thread: the thread count is set once after
@@ -112,49 +113,43 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
     temperature, top_k = _sampling_arguments(temperature, top_k)
     if eos_id is not None and not 0 <= _validate.integer("eos_id", eos_id) < c.vocab_size:
         raise ValueError(f"eos_id must lie in [0, {c.vocab_size}) (the vocabulary), got {eos_id}")
+    # no autograd bookkeeping: inference mode for the fast path (it keeps no tensor), no_grad for the modules,
+    # whose caches and hooks' records may be read afterwards
+    no_grad = torch.no_grad()
     if use_cache and fast and _fast_path_obstacle(model) is None:
-        decoder = CachedDecoder(model, prompt.shape[0], total, compile=compile)
-        return _generate_fast(decoder, prompt, max_new_tokens, temperature, top_k, eos_id, generator)
-    return _generate_with_modules(model, prompt, max_new_tokens, temperature, top_k, use_cache, eos_id, generator)
+        step, no_grad = CachedDecoder(model, prompt.shape[0], total, compile=compile), torch.inference_mode()
+    else:
+        cache = model.new_cache() if use_cache else None
+
+        def step(tokens: torch.Tensor) -> torch.Tensor:  # the new tokens, or all of them without a cache
+            return model(tokens, cache=cache)[:, -1]  # (B, |V|)
+
+    with _evaluating(model):
+        return _generate(step, prompt, max_new_tokens, temperature, top_k, eos_id, generator, cached=use_cache,
+                         no_grad=no_grad)
 
 
-@torch.no_grad()
-def _generate_with_modules(model, prompt, max_new_tokens, temperature, top_k, use_cache, eos_id, generator):
-    """:func:`generate` through ``model.forward``: the whole sequence at every step, or with a ``KVCache``."""
-    tokens, cache = prompt, (model.new_cache() if use_cache else None)
-    step_input = prompt
-    finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    with _evaluating(model), contextlib.ExitStack() as settings:
-        for step in range(max_new_tokens):
-            if use_cache and step == 1:  # the prompt is done: from now on one position a step, on one thread
-                settings.enter_context(_threads(1))
-            logits = model(step_input if use_cache else tokens, cache=cache)[:, -1]  # (B, |V|)
-            next_token = _sample(logits, temperature, top_k, generator)  # (B,)
-            if eos_id is not None:
-                next_token = next_token.masked_fill(finished, eos_id)
-                finished |= next_token == eos_id
-            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-            step_input = next_token[:, None]
-    return tokens
-
-
-def _generate_fast(decoder: CachedDecoder, prompt, max_new_tokens, temperature, top_k, eos_id, generator):
-    """:func:`generate` with a :class:`CachedDecoder`: the tokens are written into one preallocated tensor."""
+def _generate(step, prompt: torch.Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
+              eos_id: int | None, generator, *, cached: bool, no_grad) -> torch.Tensor:
+    """The loop of :func:`generate`: ``step(tokens)`` -> the next token's logits ``(B, |V|)``, given the new
+    tokens (``cached``: the prompt, then one token a step) or the whole sequence so far, run inside the context
+    ``no_grad``. The tokens are written into one tensor allocated up front, ``(B, n + max_new_tokens)``."""
     B, n = prompt.shape
-    tokens = torch.empty(B, n + max_new_tokens, dtype=prompt.dtype, device=prompt.device)  # (B, n + m)
+    # allocated outside the inference mode, so that the caller gets an ordinary tensor (usable with autograd)
+    tokens = torch.empty(B, n + max_new_tokens, dtype=prompt.dtype, device=prompt.device)
     tokens[:, :n] = prompt
     finished = torch.zeros(B, dtype=torch.bool, device=prompt.device)
     step_input = prompt
-    with torch.inference_mode(), contextlib.ExitStack() as settings:  # inference mode: no autograd bookkeeping
+    with no_grad, contextlib.ExitStack() as settings:
         for t in range(n, n + max_new_tokens):
-            if t == n + 1:  # the prompt is done: one position a step from now on, on one thread (set once)
+            if cached and t == n + 1:  # the prompt is done: one position a step from now on, on one thread
                 settings.enter_context(_threads(1))
-            next_token = _sample(decoder(step_input), temperature, top_k, generator)  # (B,)
+            next_token = _sample(step(step_input), temperature, top_k, generator)  # (B,)
             if eos_id is not None:
                 next_token = next_token.masked_fill(finished, eos_id)
                 finished |= next_token == eos_id
             tokens[:, t] = next_token  # an in-place write into an ordinary tensor, allowed in inference mode
-            step_input = tokens[:, t : t + 1]  # (B, 1): the next step's input, a view
+            step_input = tokens[:, t : t + 1] if cached else tokens[:, : t + 1]  # a view
     return tokens
 
 
@@ -178,47 +173,46 @@ def _fast_path_obstacle(model: DecoderOnlyLM) -> str | None:
     return None
 
 
-class _Layer(NamedTuple):
-    """One block's weights, gathered for :func:`_decode_step`."""
+class _CachedBlock(NamedTuple):
+    """One block for :func:`_decode_step`: its weights, its functional pieces and its part of the cache."""
 
-    norm1: tuple
-    norm2: tuple
+    norm1: Callable[[torch.Tensor], torch.Tensor]  # blocks.norm_function of the block's norms
+    norm2: Callable[[torch.Tensor], torch.Tensor]
     W_qkv: torch.Tensor  # (d + 2 d_kv, d): W_q, W_k and W_v stacked, one matrix product for all three
     b_qkv: torch.Tensor | None
     W_o: torch.Tensor
     b_o: torch.Tensor | None
-    W_1: torch.Tensor
-    b_1: torch.Tensor | None
-    W_2: torch.Tensor
-    b_2: torch.Tensor | None
-    activation: object
-    gated: bool
+    ffn: tuple  # the arguments of blocks.feed_forward after x: W_1, b_1, W_2, b_2, activation, gated
+    keys: torch.Tensor  # (B, h_kv, max_len, d_head): a view of CachedDecoder.keys
+    values: torch.Tensor
 
 
-class _Shape(NamedTuple):
-    """The constants of :func:`_decode_step`: widths and the model's options."""
+class _Hyperparameters(NamedTuple):
+    """The model's widths and options that :func:`_decode_step` reads."""
 
     d: int
     h: int
     h_kv: int
     d_head: int
+    d_kv: int  # h_kv * d_head: the width of the keys and of the values
     norm_first: bool
-    rotary: bool
 
 
 class CachedDecoder:
-    r"""The cached decoding step of a :class:`~transformer_course.models.DecoderOnlyLM`, written out.
+    r"""The cached decoding step of a :class:`~transformer_course.models.DecoderOnlyLM`, as one function.
 
     ``CachedDecoder(model, batch_size, max_len)`` allocates the keys and values of every block for
     ``max_len`` positions at once, ``(L, B, h_kv, max_len, d_head)`` each, and gathers the model's
     weights (W_q, W_k and W_v stacked into one matrix per block). ``decoder(tokens)``: tokens ``(B, n)``,
-    the positions after the ``decoder.position`` already cached (the prompt first, then one token at a
-    time); returns the logits at the last position, ``(B, |V|)``. A step is one function of plain tensor
-    operations, :func:`_decode_step`: no module calls, no argument checks, no growing of the cache, the new
-    keys and values written in place. It computes what ``model(tokens, cache=cache)[:, -1]`` computes, up
-    to float32 rounding. It is made for one generation: it copies W_q, W_k and W_v when it is built, so a
-    model trained afterwards needs a new one (``generate`` builds one per call). ``compile=True`` runs the
-    one-token step through ``torch.compile``.
+    the positions after the ``decoder.position`` already cached (a prompt, then chunks of any size, usually
+    one token); returns the logits at the last position, ``(B, |V|)``. A step is one function,
+    :func:`_decode_step`, that calls the functional pieces the modules' ``forward`` calls (norms, rotary
+    rotation, FFN, residual, fused attention under :func:`~transformer_course.masking.cached_causal_mask`):
+    no module calls, no argument checks, no growing of the cache, the new keys and values written in
+    place. It computes what ``model(tokens, cache=cache)[:, -1]`` computes, up to float32 rounding. It is
+    made for one generation: it copies W_q, W_k and W_v when it is built, so a model trained afterwards
+    needs a new one (``generate`` builds one per call). ``compile=True`` runs the one-token step through
+    ``torch.compile``.
     """
 
     def __init__(self, model: DecoderOnlyLM, batch_size: int, max_len: int | None = None, *, compile: bool = False):
@@ -230,21 +224,20 @@ class CachedDecoder:
         self.max_len = c.max_len if max_len is None else _validate.integer("max_len", max_len, minimum=1)
         _validate.positions(self.max_len, c.max_len, what="the decoder")
         att = model.blocks[0].attention
-        self.shape = _Shape(c.d_model, att.num_heads, att.num_kv_heads, att.d_head, c.norm_first,
-                            att.rotary is not None)
-        with torch.no_grad():
-            self.layers = [_gather(block) for block in model.blocks]
+        self.hyperparameters = _Hyperparameters(c.d_model, att.num_heads, att.num_kv_heads, att.d_head,
+                                                att.num_kv_heads * att.d_head, c.norm_first)
         weight = model.token_embedding.weight
-        self.embedding, self.head, self.final_norm = weight, model.head.weight, _norm(model.norm)
+        cache_shape = (len(model.blocks), self.batch_size, att.num_kv_heads, self.max_len, att.d_head)
+        self.keys = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
+        self.values = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
+        with torch.no_grad():
+            self.cached_blocks = [_cached_block(*args) for args in zip(model.blocks, self.keys, self.values,
+                                                                       strict=True)]
+        self.embedding, self.head, self.final_norm = weight, model.head.weight, norm_function(model.norm)
         positions = model.position_embedding
         self.positions = (positions.embedding.weight if isinstance(positions, LearnedPositionalEmbedding)
                           else positions.pe if positions is not None else None)  # (max_len, d): added to x
-        self.rotary = (att.rotary.cos, att.rotary.sin) if att.rotary is not None else None
-        cache_shape = (len(self.layers), self.batch_size, self.shape.h_kv, self.max_len, self.shape.d_head)
-        self.keys = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
-        self.values = torch.zeros(cache_shape, dtype=weight.dtype, device=weight.device)
-        # Each block's weights with its part of the cache, (B, h_kv, max_len, d_head) views, made once.
-        self.blocks = list(zip(self.layers, self.keys.unbind(0), self.values.unbind(0), strict=True))
+        self.rotary = (att.rotary.cos, att.rotary.sin) if att.rotary is not None else None  # (max_len, d_head/2)
         self.position = 0  # positions cached so far
         self._step = torch.compile(_decode_step, dynamic=True) if compile else _decode_step
 
@@ -259,76 +252,52 @@ class CachedDecoder:
         return logits
 
 
-def _gather(block: EncoderBlock) -> _Layer:
-    """One block's weights for :func:`_decode_step`; W_q, W_k, W_v concatenated into one matrix."""
+def _cached_block(block: EncoderBlock, keys: torch.Tensor, values: torch.Tensor) -> _CachedBlock:
+    """One block's pieces for :func:`_decode_step`; W_q, W_k, W_v concatenated into one matrix."""
     att, ffn = block.attention, block.ffn
     biases = [att.W_q.bias, att.W_k.bias, att.W_v.bias]
-    return _Layer(_norm(block.norm1), _norm(block.norm2),
-                  torch.cat([att.W_q.weight, att.W_k.weight, att.W_v.weight]),
-                  None if biases[0] is None else torch.cat(biases), att.W_o.weight, att.W_o.bias,
-                  ffn.W_1.weight, ffn.W_1.bias, ffn.W_2.weight, ffn.W_2.bias, ffn.activation, ffn.gated)
-
-
-def _norm(module: nn.Module) -> tuple:
-    """A norm as data: ``("layer", weight, bias, eps)``, ``("rms", weight, eps)`` or ``("none",)``."""
-    if isinstance(module, nn.LayerNorm):
-        return ("layer", module.weight, module.bias, module.eps)
-    if isinstance(module, RMSNorm):
-        return ("rms", module.weight, module.eps)
-    return ("none",)
-
-
-def _apply_norm(norm: tuple, x: torch.Tensor) -> torch.Tensor:
-    if norm[0] == "layer":
-        return F.layer_norm(x, x.shape[-1:], norm[1], norm[2], norm[3])
-    if norm[0] == "rms":  # RMSNorm's own formula
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm[2]) * norm[1]
-    return x
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RotaryEmbedding's rotation of the feature pairs (2i, 2i+1) of ``x`` ``(B, h, n, d_head)``."""
-    even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+    return _CachedBlock(norm_function(block.norm1), norm_function(block.norm2),
+                        torch.cat([att.W_q.weight, att.W_k.weight, att.W_v.weight]),
+                        None if biases[0] is None else torch.cat(biases), att.W_o.weight, att.W_o.bias,
+                        (ffn.W_1.weight, ffn.W_1.bias, ffn.W_2.weight, ffn.W_2.bias, ffn.activation, ffn.gated),
+                        keys, values)
 
 
 def _decode_step(decoder: CachedDecoder, tokens: torch.Tensor, position: int) -> torch.Tensor:
     """tokens ``(B, n)`` at positions ``position .. position + n - 1`` -> logits at the last one, ``(B, |V|)``.
 
-    What ``DecoderOnlyLM.forward`` does with a cache, as plain tensor operations; the keys and values of
-    the new positions are written into ``decoder.keys`` and ``decoder.values`` in place.
+    What ``DecoderOnlyLM.forward`` does with a cache, through the same functional pieces; the keys and values
+    of the new positions are written into ``decoder.keys`` and ``decoder.values`` in place.
     """
-    s = decoder.shape
-    B, n = tokens.shape
-    end = position + n
+    hp = decoder.hyperparameters
+    end = position + tokens.shape[1]
     x = F.embedding(tokens, decoder.embedding)  # (B, n, d)
     if decoder.positions is not None:
         x = x + decoder.positions[position:end]  # learned or sinusoidal positions (no dropout: eval)
-    for layer, keys, values in decoder.blocks:  # keys, values: this block's (B, h_kv, max_len, d_head)
-        h = _apply_norm(layer.norm1, x) if s.norm_first else x
-        q, k, v = F.linear(h, layer.W_qkv, layer.b_qkv).split([s.d, s.h_kv * s.d_head, s.h_kv * s.d_head], -1)
-        q = q.view(B, n, s.h, s.d_head).transpose(1, 2)  # (B, h, n, d_head)
-        k = k.view(B, n, s.h_kv, s.d_head).transpose(1, 2)  # (B, h_kv, n, d_head)
-        v = v.view(B, n, s.h_kv, s.d_head).transpose(1, 2)
-        if s.rotary:
-            cos, sin = decoder.rotary[0][position:end], decoder.rotary[1][position:end]
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        keys[:, :, position:end] = k  # written in place: the cache never grows
-        values[:, :, position:end] = v
-        heads = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], is_causal=n > 1,
-                                               enable_gqa=s.h_kv != s.h)  # (B, h, n, d_head)
-        out = F.linear(heads.transpose(1, 2).reshape(B, n, s.d), layer.W_o, layer.b_o)  # (B, n, d)
-        x = x + out if s.norm_first else _apply_norm(layer.norm1, x + out)
-        h = _apply_norm(layer.norm2, x) if s.norm_first else x
-        hidden = F.linear(h, layer.W_1, layer.b_1)  # (B, n, d_ff), or 2 d_ff when gated
-        if layer.gated:
-            gate, up = hidden.chunk(2, dim=-1)
-            hidden = layer.activation(gate) * up
-        else:
-            hidden = layer.activation(hidden)
-        out = F.linear(hidden, layer.W_2, layer.b_2)
-        x = x + out if s.norm_first else _apply_norm(layer.norm2, x + out)
-    return F.linear(_apply_norm(decoder.final_norm, x[:, -1]), decoder.head)  # (B, |V|)
+    mask, is_causal = cached_causal_mask(tokens.shape[1], position, device=decoder.keys.device)  # (n, end) or None
+    rotary = None if decoder.rotary is None else (decoder.rotary[0][position:end], decoder.rotary[1][position:end])
+    for block in decoder.cached_blocks:
+        x = residual(x, block.norm1, hp.norm_first, _self_attention, hp, block, position, mask, is_causal, rotary)
+        x = residual(x, block.norm2, hp.norm_first, feed_forward, *block.ffn)  # (B, n, d)
+    return F.linear(decoder.final_norm(x[:, -1]), decoder.head)  # (B, |V|)
+
+
+def _self_attention(x: torch.Tensor, hp: _Hyperparameters, block: _CachedBlock, position: int, mask, is_causal: bool,
+                    rotary) -> torch.Tensor:
+    """MultiHeadAttention's self-attention over the cache, for x ``(B, n, d)`` at ``position``: the new keys and
+    values written into the block's cache, the queries attending over it under ``mask``; returns ``(B, n, d)``."""
+    B, n, _ = x.shape
+    end = position + n
+    qkv = F.linear(x, block.W_qkv, block.b_qkv)  # (B, n, d + 2 d_kv)
+    q = qkv[..., : hp.d].view(B, n, hp.h, hp.d_head).transpose(1, 2)  # (B, h, n, d_head)
+    k = qkv[..., hp.d : hp.d + hp.d_kv].view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)  # (B, h_kv, n, d_head)
+    v = qkv[..., hp.d + hp.d_kv :].view(B, n, hp.h_kv, hp.d_head).transpose(1, 2)
+    if rotary is not None:
+        q, k = rotate(q, *rotary), rotate(k, *rotary)
+    block.keys[:, :, position:end] = k  # written in place: the cache never grows
+    block.values[:, :, position:end] = v
+    heads = fused_attention(q, block.keys[:, :, :end], block.values[:, :, :end], mask, is_causal=is_causal)
+    return F.linear(heads.transpose(1, 2).reshape(B, n, hp.d), block.W_o, block.b_o)  # (B, n, d)
 
 
 def _seq2seq_inputs(model, src, bos_id: int, eos_id: int, max_len: int) -> int:

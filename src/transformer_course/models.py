@@ -8,14 +8,14 @@ model's attention layers, by name, come from :func:`~transformer_course.multihea
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
 from transformer_course import _validate
 from transformer_course.blocks import BlockConfig, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
-from transformer_course.masking import causal_mask
+from transformer_course.masking import cached_causal_mask, causal_mask
 from transformer_course.multihead import KVCache
 from transformer_course.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, embedding_scale
 
@@ -78,7 +78,7 @@ class _Stack(nn.Module, _CountsParameters):
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, **options):
         super().__init__()
         num_layers = _validate.integer("num_layers", num_layers, minimum=1)
-        self.config = c = BlockConfig(d_model, num_heads, d_ff, **options)
+        self.config = c = BlockConfig(d_model=d_model, num_heads=num_heads, d_ff=d_ff, **options)
         self.layers = nn.ModuleList(self.block(d_model, num_heads, d_ff, **options) for _ in range(num_layers))
         self.norm = make_norm(c.norm, c.d_model, c.eps) if c.norm_first else None
 
@@ -126,16 +126,31 @@ class TransformerDecoder(_Stack):
 # --- models ---------------------------------------------------------------------------------------
 
 
+# The models' default sizes; every other option of their blocks defaults to BlockConfig's (the 2017 block) unless
+# a model says otherwise where it declares the field (DecoderOnlyConfig: GPT-2's GELU and pre-norm).
+DEFAULTS = BlockConfig(d_model=128, num_heads=4, d_ff=512, max_len=128)
+
+
 class _ModelConfig:
-    """What the two model configurations share: their blocks' options, and the checks of every field."""
+    """What the two model configurations share: their blocks' :class:`BlockConfig`, made of the fields of the
+    same names (and :meth:`_variant_options`), and the checks of every field.
+
+    A model configuration lists its own fields, in the order of its constructor (the vocabulary sizes first,
+    positionally); it is frozen: change a field with ``dataclasses.replace``, which checks it again.
+    """
+
+    def block_config(self) -> BlockConfig:
+        """The options of this model's blocks, checked."""
+        shared = {f.name: getattr(self, f.name) for f in fields(BlockConfig) if hasattr(self, f.name)}
+        return BlockConfig(**shared, **self._variant_options())
 
     def block_options(self) -> dict:
-        """The :class:`BlockConfig` fields of this model's blocks, by name."""
-        return dict(d_model=self.d_model, num_heads=self.num_heads, d_ff=self.d_ff, dropout=self.dropout,
-                    activation=self.activation, norm_first=self.norm_first, max_len=self.max_len,
-                    **self._variant_options())
+        """:meth:`block_config` as keyword arguments of a block or a stack, by name."""
+        block = self.block_config()
+        return {f.name: getattr(block, f.name) for f in fields(block)}
 
     def _variant_options(self) -> dict:
+        """Block options that this model derives from fields of another name."""
         return {}
 
     def _counts(self) -> tuple[str, ...]:
@@ -145,24 +160,24 @@ class _ModelConfig:
     def __post_init__(self):
         for name in self._counts():
             _validate.integer(name, getattr(self, name), minimum=1)
-        BlockConfig(**self.block_options())  # a bad width, head count, dropout, activation or norm fails here
+        self.block_config()  # a bad width, head count, dropout, activation or norm fails here
 
 
-@dataclass
+@dataclass(frozen=True)
 class Seq2SeqConfig(_ModelConfig):
     """An encoder-decoder transformer: source and target vocabularies, widths, depths, the pad id."""
 
     src_vocab_size: int
     tgt_vocab_size: int
-    d_model: int = 128
-    num_heads: int = 4
-    d_ff: int = 512
+    d_model: int = DEFAULTS.d_model
+    num_heads: int = DEFAULTS.num_heads
+    d_ff: int = DEFAULTS.d_ff
     num_encoder_layers: int = 2
     num_decoder_layers: int = 2
-    max_len: int = 128
-    dropout: float = 0.0
-    activation: str = "relu"
-    norm_first: bool = False
+    max_len: int = DEFAULTS.max_len
+    dropout: float = DEFAULTS.dropout
+    activation: str = DEFAULTS.activation
+    norm_first: bool = DEFAULTS.norm_first
     pad_id: int = 0
 
     def _counts(self) -> tuple[str, ...]:
@@ -220,23 +235,23 @@ class Seq2SeqTransformer(nn.Module, _CountsParameters):
         return self.decode(tgt, self.encode(src), self.source_mask(src))
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecoderOnlyConfig(_ModelConfig):
     """A GPT-style language model: one vocabulary, learned positions, causal self-attention only."""
 
     vocab_size: int
-    d_model: int = 128
-    num_heads: int = 4
-    d_ff: int = 512
+    d_model: int = DEFAULTS.d_model
+    num_heads: int = DEFAULTS.num_heads
+    d_ff: int = DEFAULTS.d_ff
     num_layers: int = 2
-    max_len: int = 128
-    dropout: float = 0.0
-    activation: str = "gelu"
-    norm_first: bool = True
+    max_len: int = DEFAULTS.max_len
+    dropout: float = DEFAULTS.dropout
+    activation: str = "gelu"  # GPT-2's, where the 2017 block has ReLU
+    norm_first: bool = True  # GPT-2's pre-norm, where the 2017 block is post-norm
     tie_weights: bool = True
     # Lesson 11's variants: "rms" norms, grouped-query attention, and how positions enter.
-    norm: str = "layer"
-    num_kv_heads: int | None = None
+    norm: str = DEFAULTS.norm
+    num_kv_heads: int | None = DEFAULTS.num_kv_heads
     positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (2017) or "rotary" (RoPE)
 
     def _counts(self) -> tuple[str, ...]:
@@ -245,7 +260,7 @@ class DecoderOnlyConfig(_ModelConfig):
     def _variant_options(self) -> dict:
         if self.positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {sorted(POSITIONAL)}, got {self.positional!r}")
-        return dict(norm=self.norm, num_kv_heads=self.num_kv_heads, rotary=self.positional == "rotary")
+        return dict(rotary=self.positional == "rotary")
 
 
 POSITIONAL = ("learned", "sinusoidal", "rotary")
@@ -295,9 +310,7 @@ class DecoderOnlyLM(nn.Module, _CountsParameters):
         x = self.token_embedding(tokens)  # (B, n, d)
         if self.position_embedding is not None:
             x = self.position_embedding(x, offset=offset)
-        # One new token after the cache may see every position: no mask needed (and none to check).
-        mask = None if n == 1 else causal_mask(n, offset + n, offset=offset, device=tokens.device)
-        is_causal = mask is not None and offset == 0  # square: the fused kernel can skip the masked half
+        mask, is_causal = cached_causal_mask(n, offset, device=tokens.device)  # (n, offset + n) or None for one token
         for block, layer_cache in zip(self.blocks, cache or [None] * len(self.blocks), strict=True):
             x = block(x, mask, cache=layer_cache, is_causal=is_causal)  # (B, n, d)
         return self.head(self.norm(x))  # (B, n, |V|)

@@ -41,6 +41,19 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(-3, -2).reshape(*batch, n, h * d_h)
 
 
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, *,
+                    is_causal: bool = False, dropout_p: float = 0.0) -> torch.Tensor:
+    """Every head's attention through PyTorch's fused ``F.scaled_dot_product_attention``, without checks.
+
+    q ``(..., h, n_q, d_h)``; k, v ``(..., h_kv, n_k, d_h)`` where h_kv divides h (grouped-query attention:
+    each key/value head serves ``h / h_kv`` query heads); mask boolean (True = may attend) or additive,
+    broadcastable to ``(..., h, n_q, n_k)``. ``is_causal``: mask is the square ``causal_mask(n)``, and the
+    kernel skips the masked half instead of reading it. Returns the heads' outputs ``(..., h, n_q, d_h)``.
+    """
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
+                                          is_causal=is_causal, enable_gqa=k.shape[-3] != q.shape[-3])
+
+
 class KVCache:
     """The keys and values one attention layer has computed so far, ``(B, h, n_past, d_h)`` each.
 
@@ -175,9 +188,7 @@ class MultiHeadAttention(nn.Module):
         if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
             heads, weights = _attention(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked already
             return heads, (weights if need_weights else None)
-        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=dropout_p,
-                                               is_causal=is_causal)
-        return heads, None
+        return fused_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p), None
 
     def _check_inputs(self, query, key, value, mask, cache, is_causal) -> torch.Tensor | None:
         """Every argument check of :meth:`forward`, each error naming the argument; returns the mask with a

@@ -122,10 +122,14 @@ class RotaryEmbedding(nn.Module):
         offset = _validate.integer("offset", offset, minimum=0)
         n = x.shape[-2]
         _validate.positions(n, self.max_len, offset)
-        cos = self.cos[offset : offset + n].to(x.dtype)
-        sin = self.sin[offset : offset + n].to(x.dtype)
-        even, odd = x[..., 0::2], x[..., 1::2]
-        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        return rotate(x, self.cos[offset : offset + n].to(x.dtype), self.sin[offset : offset + n].to(x.dtype))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """:class:`RotaryEmbedding`'s rotation, without checks: each feature pair (2i, 2i+1) of x ``(..., n, d_head)``
+    turned by the angle whose cosine and sine are ``cos[p, i]``, ``sin[p, i]`` ``(n, d_head/2)``."""
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
 
 
 def embedding_scale(d_model: int) -> float:

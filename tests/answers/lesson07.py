@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course.blocks import PositionWiseFFN as ReferenceFFN
+from transformer_course.blocks import residual
 from transformer_course.multihead import MultiHeadAttention
 
 # --- 07.1 layer_norm(x, gamma, beta, eps) -----------------------------------------------------------
@@ -113,12 +114,11 @@ def block_with(mistake):
 
 
 class BlockWithAddNorm(Block):
-    """Written with the package's AddNorm-style helper steps: a correct alternative."""
+    """Written with the package's residual step (Add & Norm in a post-norm block): a correct alternative."""
 
     def forward(self, x, mask=None):
-        for sublayer, norm in ((lambda h: self.attention(h, h, h, mask)[0], self.norm1), (self.ffn, self.norm2)):
-            x = norm(x + sublayer(x))
-        return x
+        x = residual(x, self.norm1, False, lambda h: self.attention(h, h, h, mask)[0])  # norm1(x + attention(x))
+        return residual(x, self.norm2, False, self.ffn)
 
 
 class BlockReturningWeights(Block):

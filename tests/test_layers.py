@@ -95,8 +95,9 @@ def test_the_fake_package_without_a_planted_import_keeps_every_contract(fake):
     ({"multihead": "from transformer_course.checks import core"}, "model-code-without-tooling"),
     ({"multihead": "from transformer_course.checks import core"}, "layers"),
     ({"blocks": "import transformer_course.viz"}, "model-code-without-tooling"),
-    # probes (optional while it does not exist) is model code once it does.
+    # probes is model code.
     ({"probes": "import transformer_course.grading.core"}, "layers"),
+    ({"probes": "import transformer_course.grading.core"}, "model-code-without-tooling"),
     # A new module that no layer names.
     ({"helpers": "x = 1"}, "layers"),
 ])
@@ -105,12 +106,6 @@ def test_each_contract_catches_the_import_it_forbids(fake, plants, contract):
         fake(module, source)
     result = _lint(fake, contract)
     assert result.returncode == 1 and "0 kept, 1 broken" in result.stdout, result.stdout + result.stderr
-
-
-def test_a_missing_optional_module_breaks_no_contract(fake):
-    (fake.root / "src" / "transformer_course" / "probes.py").unlink()
-    result = _lint(fake)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --- private names --------------------------------------------------------------------------------------------

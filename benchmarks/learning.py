@@ -99,12 +99,21 @@ def capstone(seed: int, steps: int) -> tuple[float, float, dict, dict]:
     return cell, cell_cpu, valid, evaluate_translator(model, data.number_examples(held_out_numbers(), "de"))
 
 
-# Measured (exercise 12.4's recipe: d = 64, 2 + 2 pre-norm layers, label smoothing 0.1, AdamW, batches of 64,
-# warm-up 50 and cosine from 5e-3), OMP_NUM_THREADS=1, torch 2.13.0, on this machine kind (2 cores shared with
-# other jobs: seconds are upper bounds), held-out = the check's 300 public numbers:
-CAPSTONE_MEASURED = """
-RESULTS_PLACEHOLDER
-"""
+# Measured on 2026-11-26, torch 2.13.0, OMP_NUM_THREADS=1, on this machine kind (2 cores shared with three other
+# jobs, load 10-20: the wall seconds are far above an idle core's; the CPU seconds, also inflated by the sharing, are
+# closer to what one idle thread takes). Held-out: the check's 300 public numbers. Recipe: exercise 12.4's solution
+# (d = 64, 2 + 2 pre-norm layers, label smoothing 0.1, AdamW, batches of 64, warm-up 50, cosine from 5e-3).
+#
+#   numerics                      steps  seed  answer cell (CPU)  validation  held-out exact match  chrF
+#   default                        300     0        44.7 s          99.6%          99.3%            99.9
+#   default                        200     0        33.2 s          99.4%          99.3%            99.9
+#   default                        200     1        27.9 s          99.8%          99.3%            99.9
+#   ATEN_CPU_CAPABILITY=default    200     0        45.0 s          99.4%          99.3%            99.9
+#   ATEN_CPU_CAPABILITY=default    200     1        41.5 s          99.8%          99.0%            99.9
+#
+# So full marks (>= 95%) leave 4 points of room under both configurations, and the 200-step answer fits the 60 s
+# limit with a margin on one thread with vector instructions; without them (the slowest kernels PyTorch has) it
+# comes closer, which is why the task asks learners to keep their training cell to about half the limit.
 
 
 def main():

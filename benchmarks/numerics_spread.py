@@ -126,6 +126,31 @@ METRICS = {
     },
 }
 
+# Lesson 12, measured on 2026-11-26 (torch 2.13.0, this machine kind, seed +0), after the lesson moved every choice
+# to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without
+# smoothing and with the paper's schedule; 12.6 dropout on 150 pairs, 300 steps, the paper's schedule):
+#
+#   metric (assert)                               default   portable-1
+#   validation exact match, step 300 (>= 0.95)     0.992     PORTABLE_1_A
+#   loss - entropy of q (in [0, 0.05))             0.015     PORTABLE_1_B
+#   p(right token), smoothed (0.85 .. 0.95)        0.900     PORTABLE_1_C
+#   validation exact match, greedy/beam (>= 0.95)  0.992     PORTABLE_1_D
+#   recipes, least exact match (> 0.6)             0.992     PORTABLE_1_E
+#   paper's schedule, last 3 evals, range          0.315     PORTABLE_1_F   (not asserted: the dip at the peak)
+#   p(right token), no smoothing (> 0.97)          0.999     PORTABLE_1_G
+#   cross-entropy, smoothed / plain (> 2)          79.6      PORTABLE_1_H
+#   dropout: least fit of the small set (>= 0.95)  0.993     PORTABLE_1_I
+#   dropout: gap closed (> 0)                      0.033     PORTABLE_1_J
+#   German / French layers with the pattern (>= 1) 2 / 2     PORTABLE_1_K
+#   French validation exact match (>= 0.9)         0.998     PORTABLE_1_L
+#   test exact match, least of three (>= 0.9)      0.988     PORTABLE_1_M
+#
+# Earlier measurements of the 600-step design (the commit that lowered the smoothing assert to 2x) found the
+# smoothed / plain cross-entropy at 8.3x-13.4x with the lesson's seed under default, portable-1 and portable-2 and
+# 3.4x with seed +1 under portable-1; the dropout design (150 pairs, 300 steps, the paper's schedule) is the one those
+# runs executed, and that commit names only the smoothing assert as failing. A 200-step cosine version of the dropout
+# runs, tried for speed, closed 3.7 points with seed 0 but none with seed 1 (default numerics), so it was not used.
+
 SEED_CELL = """\
 # numerics_spread.py: the setup cell's seed and every torch.manual_seed(s) below become torch.manual_seed(s + {offset})
 import torch as _torch

@@ -130,21 +130,27 @@ METRICS = {
 # to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without
 # smoothing and with the paper's schedule; 12.6 dropout on 150 pairs, 300 steps, the paper's schedule):
 #
-#   metric (assert)                               default   portable-1
-#   validation exact match, step 300 (>= 0.95)     0.992     PORTABLE_1_A
-#   loss - entropy of q (in [0, 0.05))             0.015     PORTABLE_1_B
-#   p(right token), smoothed (0.85 .. 0.95)        0.900     PORTABLE_1_C
-#   validation exact match, greedy/beam (>= 0.95)  0.992     PORTABLE_1_D
-#   recipes, least exact match (> 0.6)             0.992     PORTABLE_1_E
-#   paper's schedule, last 3 evals, range          0.315     PORTABLE_1_F   (not asserted: the dip at the peak)
-#   p(right token), no smoothing (> 0.97)          0.999     PORTABLE_1_G
-#   cross-entropy, smoothed / plain (> 2)          79.6      PORTABLE_1_H
-#   dropout: least fit of the small set (>= 0.95)  0.993     PORTABLE_1_I
-#   dropout: gap closed (> 0)                      0.033     PORTABLE_1_J
-#   German / French layers with the pattern (>= 1) 2 / 2     PORTABLE_1_K
-#   French validation exact match (>= 0.9)         0.998     PORTABLE_1_L
-#   test exact match, least of three (>= 0.9)      0.988     PORTABLE_1_M
+# (portable-1: ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1; runs of 1893 s and 2309 s with the machine shared)
 #
+#   metric (assert)                               default   portable-1
+#   validation exact match, step 300 (>= 0.95)     0.992     0.990
+#   loss - entropy of q (in [0, 0.05))             0.015     0.012
+#   p(right token), smoothed (0.85 .. 0.95)        0.900     0.900
+#   validation exact match, greedy/beam (>= 0.95)  0.992     0.990
+#   recipes, least exact match (> 0.6)             0.992     0.990
+#   paper's schedule, last 3 evals, range          0.315     0.184         (not asserted: the dip at the peak)
+#   p(right token), no smoothing (> 0.97)          0.999     0.997
+#   cross-entropy, smoothed / plain (> 2)          79.6      22.0
+#   dropout: least fit of the small set (>= 0.95)  0.993     0.093  FAILS
+#   dropout: gap closed (> 0)                      0.033     -0.080  FAILS
+#   German / French layers with the pattern (>= 1) 2 / 2     2 / 2
+#   French validation exact match (>= 0.9)         0.998     0.994
+#   test exact match, least of three (>= 0.9)      0.988     0.992
+#
+# Under portable-1 one of the two small dropout models fits only 9.3% of its 150 training pairs, and the dropout-table
+# assert fails: the dropout runs (the paper's schedule at its full d = 64 peak, 8.8e-3, on 150 pairs) are NOT robust
+# and need a new design before make test-portable can pass; a candidate (warm-up 50 and cosine from 5e-3, 300 steps)
+# is measured in the comment below. Every other assert holds under both configurations with room.
 # Earlier measurements of the 600-step design (the commit that lowered the smoothing assert to 2x) found the
 # smoothed / plain cross-entropy at 8.3x-13.4x with the lesson's seed under default, portable-1 and portable-2 and
 # 3.4x with seed +1 under portable-1; the dropout design (150 pairs, 300 steps, the paper's schedule) is the one those

@@ -5,10 +5,18 @@ with the lessons' settings and prints the training seconds (evaluation time excl
 held-out exact match first reached 95% and 99%. Goals: dates 99% within 45 s, sorting within 20 s.
 
     .venv/bin/python benchmarks/learning.py
+
+``capstone`` instead measures the learner's recipe of exercise 12.4 (the solution's answer cell) as the grader runs
+it, on one thread, and the held-out exact match that its check would grade: the evidence for the check's bands
+(``checks/capstone.py``, BANDS). Run it under each numerics configuration with several seeds:
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning.py capstone --seeds 0 1
+    OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default .venv/bin/python benchmarks/learning.py capstone --seeds 0 1
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import torch
@@ -70,7 +78,58 @@ def sorting():
         max_steps=600, lr=3e-3, warmup_steps=50)
 
 
+def capstone(seed: int, steps: int) -> tuple[float, float, dict, dict]:
+    """The solution's recipe for exercise 12.4: (the answer cell's wall seconds, its CPU seconds, validation
+    scores, held-out scores as the check computes them). On one thread the CPU seconds are what the cell takes on
+    an idle core; the wall seconds grow with the machine's load."""
+    from transformer_course.checks.capstone import capstone_task, evaluate_translator, held_out_numbers
+    from transformer_course.training import label_smoothed_cross_entropy
+
+    begin, begin_cpu = time.perf_counter(), time.process_time()  # the answer cell, from its first line
+    task = capstone_task()
+    config = Seq2SeqConfig(len(task.src_tok), len(task.tgt_tok), d_model=64, num_heads=4, d_ff=256,
+                           num_encoder_layers=2, num_decoder_layers=2, max_len=64, norm_first=True)
+    batches = data.batcher(*data.encode_pairs(task.train_pairs, task.src_tok, task.tgt_tok), batch_size=64)
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(config)
+    train(model, batches, lambda m, b: label_smoothed_cross_entropy(m(b[0], b[1]), b[2], 0.1), max_steps=steps,
+          lr=5e-3, warmup_steps=50, progress=False)
+    valid = evaluate_translator(model, task.valid_pairs)
+    cell, cell_cpu = time.perf_counter() - begin, time.process_time() - begin_cpu
+    return cell, cell_cpu, valid, evaluate_translator(model, data.number_examples(held_out_numbers(), "de"))
+
+
+# Measured on 2026-11-26, torch 2.13.0, OMP_NUM_THREADS=1, on this machine kind (2 cores shared with three other
+# jobs, load 10-20: the wall seconds are far above an idle core's; the CPU seconds, also inflated by the sharing, are
+# closer to what one idle thread takes). Held-out: the check's 300 public numbers. Recipe: exercise 12.4's solution
+# (d = 64, 2 + 2 pre-norm layers, label smoothing 0.1, AdamW, batches of 64, warm-up 50, cosine from 5e-3).
+#
+#   numerics                      steps  seed  answer cell (CPU)  validation  held-out exact match  chrF
+#   default                        300     0        44.7 s          99.6%          99.3%            99.9
+#   default                        200     0        33.2 s          99.4%          99.3%            99.9
+#   default                        200     1        27.9 s          99.8%          99.3%            99.9
+#   ATEN_CPU_CAPABILITY=default    200     0        45.0 s          99.4%          99.3%            99.9
+#   ATEN_CPU_CAPABILITY=default    200     1        41.5 s          99.8%          99.0%            99.9
+#
+# So full marks (>= 95%) leave 4 points of room under both configurations, and the 200-step answer fits the 60 s
+# limit with a margin on one thread with vector instructions; without them (the slowest kernels PyTorch has) it
+# comes closer, which is why the task asks learners to keep their training cell to about half the limit.
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task", nargs="?", choices=["capstone"], help="the capstone recipe instead of the lessons")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--steps", type=int, default=200, help="training steps of the capstone recipe")
+    args = parser.parse_args()
+    if args.task == "capstone":
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+        for seed in args.seeds:
+            cell, cpu, valid, held = capstone(seed, args.steps)
+            print(f"{args.steps} steps, seed {seed}: answer cell {cell:.1f} s wall, {cpu:.1f} s CPU; "
+                  f"validation exact match {valid['exact_match']:.1%}; held-out exact match {held['exact_match']:.1%}, "
+                  f"chrF {held['chrf']:.1f}")
+        return
     torch.set_num_threads(2)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; training seconds, evaluation excluded")
     print(f"{'task':10} {'95%':>8} {'99%':>8} {'final':>7} {'steps':>6}")

@@ -104,21 +104,61 @@ METRICS = {
             "gqa-train", "min(accuracy(runs[n][0], valid_pairs) for n in gqa_names)"),  # > 0.7
     },
     "12_capstone_real_words.ipynb": {
-        "validation exact match, step 600": ("train-report", "history.metric('accuracy')[-1]"),  # >= 0.97
+        "validation exact match, step 300": ("train-report", "final_valid"),  # >= 0.95
         "loss - entropy of q": ("curves", "float(running[-1] - floor)"),  # in [0, 0.05)
         "p(right token), smoothed": ("confidence", "float(right.mean())"),  # in (0.85, 0.95)
-        "test exact match, greedy": ("test", "final_greedy"),  # >= 0.97
-        "test exact match, beam 4": ("test", "final_beam"),  # >= 0.97
-        "recipes at 300 steps, least exact match": ("recipe-table", "min(paper_em, plain_em, cosine_em)"),  # > 0.6
+        "validation exact match, greedy": ("decoders", "final_greedy"),  # >= 0.95
+        "validation exact match, beam 4": ("decoders", "final_beam"),  # >= 0.95
+        "recipes, least exact match": ("recipe-table", "min(exact.values())"),  # > 0.6
+        "no smoothing, exact match": ("recipe-table", "exact['no label smoothing']"),
+        "paper's schedule, exact match": ("recipe-table", "exact[\"paper's schedule\"]"),
+        "paper's schedule, last 3 evals, range": ("recipe-table", "max(paper_moves) - min(paper_moves)"),
         "p(right token), no smoothing": ("recipe-table", "plain_p"),  # > 0.97
-        "cross-entropy, smoothed / plain": ("recipe-table", "paper_ce / plain_ce"),  # > 2
+        "cross-entropy, smoothed / plain": ("recipe-table", "smooth_ce / plain_ce"),  # > 2
+        "dropout: least fit of the small set": (
+            "dropout-table", "min(r['training pairs'] for r in small_runs.values())"),  # >= 0.95
         "dropout: gap closed": ("dropout-table", "gaps[0.0] - gaps[0.3]"),  # > 0
         "German: layers with the swap": ("align-plot", "len(swapped)"),  # >= 1
-        "French test exact match": ("french-test", "fr_exact"),  # >= 0.9
+        "French validation exact match": ("french-valid", "fr_exact"),  # >= 0.9
         "French: layers where 'dix-' reads the unit": ("french-align", "len(by_unit)"),  # >= 1
+        "test exact match, least of the three": ("final-test", "min(em for em, _, _ in scores.values())"),  # >= 0.9
         "training seconds": ("train-report", "history.seconds"),
     },
 }
+
+# Lesson 12, measured on 2026-11-26 (torch 2.13.0, this machine kind, seed +0), after the lesson moved every choice
+# to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without
+# smoothing and with the paper's schedule; 12.6 dropout on 150 pairs, 300 steps, the paper's schedule):
+#
+# (portable-1: ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1; runs of 1893 s and 2309 s with the machine shared)
+#
+#   metric (assert)                               default   portable-1
+#   validation exact match, step 300 (>= 0.95)     0.992     0.990
+#   loss - entropy of q (in [0, 0.05))             0.015     0.012
+#   p(right token), smoothed (0.85 .. 0.95)        0.900     0.900
+#   validation exact match, greedy/beam (>= 0.95)  0.992     0.990
+#   recipes, least exact match (> 0.6)             0.992     0.990
+#   paper's schedule, last 3 evals, range          0.315     0.184         (not asserted: the dip at the peak)
+#   p(right token), no smoothing (> 0.97)          0.999     0.997
+#   cross-entropy, smoothed / plain (> 2)          79.6      22.0
+#   dropout: least fit of the small set (>= 0.95)  0.993     0.093  FAILS
+#   dropout: gap closed (> 0)                      0.033     -0.080  FAILS
+#   German / French layers with the pattern (>= 1) 2 / 2     2 / 2
+#   French validation exact match (>= 0.9)         0.998     0.994
+#   test exact match, least of three (>= 0.9)      0.988     0.992
+#
+# Under portable-1 one of the two small dropout models fits only 9.3% of its 150 training pairs, and the dropout-table
+# assert fails: the dropout runs (the paper's schedule at its full d = 64 peak, 8.8e-3, on 150 pairs) are NOT robust
+# and need a new design before make test-portable can pass; a candidate (warm-up 50 and cosine from 5e-3, 300 steps)
+# was measured once, with /tmp scripts mirroring the cell: under portable-1, seed 0, p = 0 fits 100% of the pairs
+# with a gap of 15.6 points, p = 0.3 fits 99.3% with a gap of 11.4 (4.2 points closed). It still needs the default
+# configuration and seed +1 before it replaces the lesson's runs. Every other assert holds under both configurations
+# with room.
+# Earlier measurements of the 600-step design (the commit that lowered the smoothing assert to 2x) found the
+# smoothed / plain cross-entropy at 8.3x-13.4x with the lesson's seed under default, portable-1 and portable-2 and
+# 3.4x with seed +1 under portable-1; the dropout design (150 pairs, 300 steps, the paper's schedule) is the one those
+# runs executed, and that commit names only the smoothing assert as failing. A 200-step cosine version of the dropout
+# runs, tried for speed, closed 3.7 points with seed 0 but none with seed 1 (default numerics), so it was not used.
 
 SEED_CELL = """\
 # numerics_spread.py: the setup cell's seed and every torch.manual_seed(s) below become torch.manual_seed(s + {offset})

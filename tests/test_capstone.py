@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 from num2words import CONVERTER_CLASSES, num2words
@@ -15,6 +17,8 @@ from num2words import CONVERTER_CLASSES, num2words
 from tests.answers.capstone import LookUp, lesson_model, train
 from transformer_course import data
 from transformer_course.checks import CheckFailed, capstone, check, core
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_learner_gets_the_checks_tokenizers_and_no_held_out_number():
@@ -95,3 +99,18 @@ def test_a_weakly_trained_model_earns_part_of_the_points_in_the_kernel_and_outsi
     found = confirm("12.4", tmp_path / "12.4.pt")
     assert (found.verdict, found.points, found.cases) == ("partial", points, capstone.SAMPLE)
     assert found.message.startswith(f"{points}/4 points: exact match ") and found.message in line
+
+
+def _recipe_lines(source: str) -> list[str]:
+    """The code lines of an answer cell that are not comments, blank or the stub's raise."""
+    return [line for line in source.splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", "raise NotImplementedError"))]
+
+
+def test_the_released_answer_cell_leaves_the_recipe_to_the_learner():
+    """Exercise 12.4 hands over the task, the data, the tokenizers and the check; the model and its training are the
+    learner's: the released answer cell holds no code but ``translator = None``."""
+    released = nbformat.read(ROOT / "exercises" / "12_capstone_real_words.ipynb", as_version=4)
+    answer = next(c for c in released.cells if c.get("id") == "ex4-answer")
+    assert _recipe_lines(answer.source) == ["translator = None  # your trained model: translator(src, tgt) -> logits "
+                                            "(B, n_dec, len(tgt_tok))"]

@@ -46,7 +46,10 @@ MAX_TOKENS = 24  # decoding stops here; the longest German number up to 9 999 is
 SAMPLE_SEED = 1204
 POINTS = 4
 BOS_ID, EOS_ID = 1, 2  # of both tokenizers (data.CharTokenizer, tokenization.BPETokenizer)
-# (points, metric, threshold), best first: the first band an answer reaches gives its points.
+# (points, metric, threshold), best first: the first band an answer reaches gives its points. Full marks sit below
+# what a reasonable recipe reaches under the grader's limits (one thread, 60 s a cell): the solution's answer
+# (lesson 12's model size, label smoothing, 200 steps of 64 pairs with warm-up and cosine) is measured by
+# `benchmarks/learning.py capstone`, whose comments hold the runs.
 BANDS = ((4, "exact match", 0.95), (3, "exact match", 0.80), (2, "exact match", 0.50), (1, "chrF", 80.0))
 
 

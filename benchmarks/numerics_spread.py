@@ -141,19 +141,25 @@ METRICS = {
 #   paper's schedule, last 3 evals, range          0.315     0.184         (not asserted: the dip at the peak)
 #   p(right token), no smoothing (> 0.97)          0.999     0.997
 #   cross-entropy, smoothed / plain (> 2)          79.6      22.0
-#   dropout: least fit of the small set (>= 0.95)  0.993     0.093  FAILS
-#   dropout: gap closed (> 0)                      0.033     -0.080  FAILS
+#   dropout: least fit of the small set (>= 0.95)  0.993     0.093  FAILED (the old design; see below)
+#   dropout: gap closed (> 0)                      0.033     -0.080  FAILED (the old design; see below)
 #   German / French layers with the pattern (>= 1) 2 / 2     2 / 2
 #   French validation exact match (>= 0.9)         0.998     0.994
 #   test exact match, least of three (>= 0.9)      0.988     0.992
 #
-# Under portable-1 one of the two small dropout models fits only 9.3% of its 150 training pairs, and the dropout-table
-# assert fails: the dropout runs (the paper's schedule at its full d = 64 peak, 8.8e-3, on 150 pairs) are NOT robust
-# and need a new design before make test-portable can pass; a candidate (warm-up 50 and cosine from 5e-3, 300 steps)
-# was measured once, with /tmp scripts mirroring the cell: under portable-1, seed 0, p = 0 fits 100% of the pairs
-# with a gap of 15.6 points, p = 0.3 fits 99.3% with a gap of 11.4 (4.2 points closed). It still needs the default
-# configuration and seed +1 before it replaces the lesson's runs. Every other assert holds under both configurations
-# with room.
+# Under portable-1 one of the two small dropout models of that design (the paper's schedule at its full d = 64 peak,
+# 8.8e-3, on 150 pairs) fit only 9.3% of its 150 training pairs, and the dropout-table assert failed. The lesson now
+# trains the dropout runs with warm-up 50 and cosine from 5e-3 (300 steps), measured with a script mirroring the cell
+# (150 pairs, seeds 0 and 1), exact match on the training pairs / gap to validation at step 300:
+#
+#   configuration                       seed   p = 0           p = 0.3         gap closed
+#   OMP_NUM_THREADS=1                   0      1.000 / 0.158   0.993 / 0.108   5.0 points
+#   OMP_NUM_THREADS=1                   1      1.000 / 0.212   0.993 / 0.128   8.4 points
+#   portable-1                          0      1.000 / 0.156   0.993 / 0.114   4.2 points
+#   portable-1                          1      1.000 / 0.204   0.993 / 0.140   6.4 points
+#
+# so both asserts (fit >= 0.95, gap closed > 0) hold with room on every run; training continues to step 300 whatever
+# the evaluations say.
 # Earlier measurements of the 600-step design (the commit that lowered the smoothing assert to 2x) found the
 # smoothed / plain cross-entropy at 8.3x-13.4x with the lesson's seed under default, portable-1 and portable-2 and
 # 3.4x with seed +1 under portable-1; the dropout design (150 pairs, 300 steps, the paper's schedule) is the one those

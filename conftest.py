@@ -23,27 +23,25 @@ start_kernels_with(start_kernel)
 compare_without_torch_log_lines()
 
 
-# Seconds each file kept one worker busy in a `make test` (measured 2026-11-26 on a loaded 2-core machine: the
-# ratios matter, not the values). pytest-xdist (--dist loadfile --no-loadscope-reorder) hands whole files to its two
-# workers in collection order, so the longest start first and the short ones fill the gaps at the end; unlisted
-# files follow in their own order. A file that started last used to keep one worker busy alone for minutes.
+# Seconds each file kept one worker busy in a `make test` (measured 2026-11-26 on an idle 2-core Intel Xeon, AVX-512:
+# 940 s of pytest for 1,849 s of work). pytest-xdist (--dist loadfile --no-loadscope-reorder) hands whole files to its
+# two workers in collection order, so the longest start first and the short ones fill the gaps at the end; unlisted
+# files follow in their own order. With xdist's default order (by test count) the one-test release grading started
+# last and one worker ran it alone at the end.
 FILE_SECONDS = {
-    "lessons/12_capstone_real_words.ipynb": 878,
-    "tests/test_grading_e2e.py": 757,
-    "tests/test_grading_release.py": 726,
-    "lessons/11_beyond_the_original.ipynb": 593,
-    "lessons/09_training_a_translator.ipynb": 465,
-    "tests/test_exercise_checks.py": 362,
-    "lessons/10_generation_and_kv_cache.ipynb": 334,
-    "solutions/12_capstone_real_words.ipynb": 325,
-    "tests/test_book.py": 247,
-    "tests/test_lab.py": 175,
-    "lessons/05_self_and_cross_attention.ipynb": 169,
-    "tests/test_notebooks.py": 167,
-    "tests/test_capstone.py": 99,
-    "lessons/04_multi_head_attention.ipynb": 94,
-    "tests/test_tokenization.py": 72,
-    "tests/test_launch.py": 68,
+    "lessons/12_capstone_real_words.ipynb": 470,
+    "tests/test_grading_e2e.py": 279,
+    "tests/test_grading_release.py": 148,
+    "lessons/09_training_a_translator.ipynb": 137,
+    "tests/test_book.py": 133,
+    "tests/test_exercise_checks.py": 116,
+    "lessons/11_beyond_the_original.ipynb": 109,
+    "lessons/10_generation_and_kv_cache.ipynb": 64,
+    "tests/test_notebooks.py": 50,
+    "solutions/12_capstone_real_words.ipynb": 41,
+    "tests/test_lab.py": 37,
+    "lessons/05_self_and_cross_attention.ipynb": 27,
+    "tests/test_capstone.py": 26,
 }
 
 

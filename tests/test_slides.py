@@ -172,12 +172,16 @@ def glued(name, value):
 
 
 def test_glued_numbers_are_pasted_into_the_deck_as_the_book_formats_them():
-    deck = deck_notebook(lesson(code("glue(...)", outputs=[glued("accuracy", 0.9234), glued("steps", 300)]),
-                                new_markdown_cell("## 9.1 Results\n\n{glue:text}`accuracy:.1%` after "
-                                                  "{glue:text}`steps` steps ({glue:text}`accuracy:.3f`).")),
+    deck = deck_notebook(lesson(new_markdown_cell("## 9.1 Results\n\n{glue:text}`accuracy:.1%` after "
+                                                  "{glue:text}`steps` steps ({glue:text}`accuracy:.3f`)."),
+                                code("glue(...)", outputs=[printed("trained\n"), glued("accuracy", 0.9234),
+                                                           glued("steps", 300)],
+                                     tags=["slide-code"])),  # shown: its code and print, not its stored values
                          book_page="b.html")
     text = next(c.source for c in deck.cells if c.source.startswith("## 9.1"))
     assert "92.3% after 300 steps (0.923)." in text and "{glue" not in text
+    shown = next(c for c in deck.cells if c.cell_type == "code" and c.source == "glue(...)")
+    assert [o.get("text") for o in shown.outputs] == ["trained\n"]
     with pytest.raises(ValueError, match="no cell glued a value named 'missing'"):
         deck_notebook(lesson(new_markdown_cell("## 9.1\n\n{glue:text}`missing`")), book_page="b.html")
 

@@ -61,12 +61,15 @@ def _is_goals(cell) -> bool:
 
 
 def _shown_outputs(cell) -> list:
-    """The outputs a slide shows: no stderr, no widget views (their PNG stays), none at all for remove-output."""
+    """The outputs a slide shows: no stderr, no widget views (their PNG stays), no values stored for ``glue`` (the
+    prose shows them), none at all for remove-output."""
     if "remove-output" in _tags(cell):
         return []
     shown = []
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            continue
+        if "scrapbook" in output.get("metadata", {}):
             continue
         if output.get("output_type") in ("display_data", "execute_result"):
             output = copy.deepcopy(output)

@@ -110,14 +110,6 @@ def test_each_contract_catches_the_import_it_forbids(fake, plants, contract):
 
 # --- private names --------------------------------------------------------------------------------------------
 
-# Imports of another module's private names that issue 30's model half removes (multihead.py and generation.py
-# belong to it): the set found may only shrink.
-KNOWN_PRIVATE_IMPORTS = {
-    ("transformer_course.multihead", "transformer_course.attention", "_attention"),
-    ("transformer_course.multihead", "transformer_course.attention", "_empty_rows"),
-    ("transformer_course.widgets", "transformer_course.generation", "_evaluating"),
-}
-
 
 def private_imports(package: Path) -> set[tuple[str, str, str]]:
     """(importer, module, name) for every ``from module import _name`` between modules of ``package`` where
@@ -138,7 +130,7 @@ def private_imports(package: Path) -> set[tuple[str, str, str]]:
 
 
 def test_no_module_imports_another_modules_private_names():
-    assert private_imports(PACKAGE) <= KNOWN_PRIVATE_IMPORTS
+    assert private_imports(PACKAGE) == set()
 
 
 def test_a_private_import_is_found(tmp_path):

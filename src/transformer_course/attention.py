@@ -61,7 +61,7 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int, i
     (one pass over the n_q x n_k scores fewer, for callers that own them)."""
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    empty = _empty_rows(mask, dim, scores.dim())
+    empty = empty_rows(mask, dim, scores.dim())
     scores = _apply_mask(scores, mask, inplace)
     if not empty.any():  # the usual case: every query may attend somewhere
         return torch.softmax(scores, dim=dim)
@@ -71,7 +71,7 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int, i
     return weights.masked_fill(empty, 0.0)
 
 
-def _empty_rows(mask: torch.Tensor, dim: int, ndim: int) -> torch.Tensor:
+def empty_rows(mask: torch.Tensor, dim: int, ndim: int) -> torch.Tensor:
     """True for the rows (along ``dim``) where the mask allows nothing.
 
     Computed on the mask's own shape, which is often far smaller than the scores' (a causal mask
@@ -139,12 +139,14 @@ def scaled_dot_product_attention(
     dropout_p = _validate.probability("dropout_p", dropout_p)
     if scale is not None and not _validate.real("scale", scale) > 0:
         raise ValueError(f"scale must be a positive number, got {scale!r}")
-    return _attention(q, k, v, mask, dropout_p, scale, batch)
+    return attention_unchecked(q, k, v, mask, dropout_p, scale, batch)
 
 
-def _attention(q, k, v, mask, dropout_p: float, scale: float | None, batch: torch.Size):
-    """:func:`scaled_dot_product_attention` without the checks, for callers that made them; ``batch`` is the
-    leading dimensions of q, k and v broadcast together."""
+def attention_unchecked(q, k, v, mask, dropout_p: float, scale: float | None, batch: torch.Size):
+    """:func:`scaled_dot_product_attention` without the checks, for callers that made them (multi-head attention
+    checks its inputs once); ``batch`` is the leading dimensions of q, k and v broadcast together.
+    q ``(*batch, n_q, d_k)``, k ``(*batch, n_k, d_k)``, v ``(*batch, n_k, d_v)`` -> (output ``(*batch, n_q, d_v)``,
+    weights ``(*batch, n_q, n_k)``)."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k); scaling q costs n_q d_k, not n_q n_k

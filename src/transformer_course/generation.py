@@ -68,7 +68,7 @@ def _threads(n: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _evaluating(model: nn.Module) -> Iterator[None]:
+def evaluating(model: nn.Module) -> Iterator[None]:
     """Run the block with ``model`` in eval mode (no dropout), restoring its mode after it, even on an error."""
     was_training = model.training
     model.eval()
@@ -124,7 +124,7 @@ def generate(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, *,
         def step(tokens: torch.Tensor) -> torch.Tensor:  # the new tokens, or all of them without a cache
             return model(tokens, cache=cache)[:, -1]  # (B, |V|)
 
-    with _evaluating(model):
+    with evaluating(model):
         return _generate(step, prompt, max_new_tokens, temperature, top_k, eos_id, generator, cached=use_cache,
                          no_grad=no_grad)
 
@@ -326,7 +326,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos
     max_len = _seq2seq_inputs(model, src, bos_id, eos_id, max_len)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1), then (B, 1 + m)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    with _evaluating(model):
+    with evaluating(model):
         memory, src_mask = model.encode(src), model.source_mask(src)  # the source is encoded once
         for _ in range(max_len):
             next_token = model.decode(out, memory, src_mask)[:, -1].argmax(-1)  # (B,)
@@ -378,7 +378,7 @@ def beam_search(model: Seq2SeqTransformer, src: torch.Tensor, bos_id: int, eos_i
     finished = torch.zeros(B, K, dtype=torch.bool, device=device)
     only_eos = torch.full((vocab,), float("-inf"), device=device)
     only_eos[eos_id] = 0.0  # a finished hypothesis "extends" by <eos> at no cost: it stays as it is
-    with _evaluating(model):
+    with evaluating(model):
         memory, src_mask = model.encode(src), model.source_mask(src)  # the source is encoded once
         memory, src_mask = memory.repeat_interleave(K, 0), src_mask.repeat_interleave(K, 0)  # (B*K, ...)
         for step in range(max_len):

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import _validate
-from transformer_course.attention import _attention, _empty_rows
+from transformer_course.attention import attention_unchecked, empty_rows
 from transformer_course.positional import MAX_LEN, RotaryEmbedding
 
 
@@ -185,8 +185,8 @@ class MultiHeadAttention(nn.Module):
         """Every head's attention: the explicit path when the weights are wanted, or when a query may attend
         nowhere (its zero output the fused kernel may not give); PyTorch's fused kernel otherwise."""
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights or (not is_causal and mask is not None and _empty_rows(mask, -1, q.dim()).any()):
-            heads, weights = _attention(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked already
+        if need_weights or (not is_causal and mask is not None and empty_rows(mask, -1, q.dim()).any()):
+            heads, weights = attention_unchecked(q, k, v, mask, dropout_p, None, q.shape[:-2])  # inputs checked
             return heads, (weights if need_weights else None)
         return fused_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p), None
 

@@ -221,14 +221,14 @@ def positional_explorer() -> Explorer:
 
 
 def _draw_translation(fig: Figure, example: str, model, source, target, layer: int) -> None:
-    from transformer_course.generation import _evaluating, greedy_decode  # lesson 09's decoding
+    from transformer_course.generation import evaluating, greedy_decode  # lesson 09's decoding
     from transformer_course.multihead import attention_weights
 
     src = torch.tensor([source.encode(example)])
     out = greedy_decode(model, src, target.bos_id, target.eos_id, max_len=12)
     translation = target.decode(out[0])
     decoder_input = torch.cat([torch.full_like(out[:, :1], target.bos_id), out[:, :-1]], dim=1)  # <bos> + output
-    with torch.no_grad(), _evaluating(model), attention_weights(model) as weights:
+    with torch.no_grad(), evaluating(model), attention_weights(model) as weights:
         model(src, decoder_input)
     cross = weights[f"decoder.layers.{layer}.cross_attention"][0]  # (h, n_dec, n_enc)
     rows = ["<bos>", *translation][: cross.shape[1]]

@@ -111,7 +111,7 @@ def test_nan_is_reported_where_it_appears():
     assert compare(expected, got) == "output: got NaN at index (1, 2) where 0 was expected"
 
 
-def test_first_matching_mistake_is_named_and_cases_stop_at_first_failure():
+def test_the_first_failing_case_is_reported_with_the_mistake_that_explains_every_failing_case():
     cases = [Case("small", {"x": torch.arange(3.0)}), Case("big", {"x": torch.arange(5.0)})]
     mistakes = [Mistake("doubled", "doubled", lambda x: 2 * x), Mistake("negated", "negated", lambda x: -x)]
     named = r"wrong result for small \[x \(3,\)\][\s\S]*Likely mistake: negated"
@@ -119,6 +119,30 @@ def test_first_matching_mistake_is_named_and_cases_stop_at_first_failure():
         check_function(lambda x: -x, lambda x: x, cases, mistakes)
     assert caught.value.mistake is mistakes[1] and str(caught.value).endswith("\nLikely mistake: negated")
     assert check_function(lambda x: x + 0, lambda x: x, cases, mistakes) == 2
+
+
+def test_a_mistake_that_explains_only_the_first_failing_case_is_not_named():
+    # 1/d and d**-0.5 agree at d = 1: the first case alone would name the wrong one.
+    cases = [Case(f"d={d}", {"d": torch.tensor(float(d))}) for d in (1, 4, 9)]
+    mistakes = [Mistake("inverse", "1/d", lambda d: 1 / d), Mistake("inverse-sqrt", "d**-0.5", lambda d: d**-0.5)]
+    with pytest.raises(CheckFailed) as caught:
+        check_function(lambda d: d**-0.5, lambda d: d * 0, cases, mistakes)
+    assert caught.value.mistake is mistakes[1]  # explains d = 1, 4 and 9
+    with pytest.raises(CheckFailed) as caught:  # 1/d at d = 1 and 4, something else at 9
+        check_function(lambda d: 1 / d if d < 5 else d, lambda d: d * 0, cases, mistakes)
+    assert caught.value.mistake is None and "Likely mistake" not in str(caught.value)
+    assert str(caught.value).startswith("wrong result for d=1")
+
+
+def test_an_error_on_a_later_case_names_a_mistake_only_if_it_raises_the_same():
+    cases = [Case("n=2", {"n": 2}), Case("n=0", {"n": 0})]
+    integer = [Mistake("halved", "halved", lambda n: 2 // n)]
+    with pytest.raises(CheckFailed) as caught:  # ZeroDivisionError at n = 0, like the variant: named
+        check_function(lambda n: 2 // n, lambda n: n, cases, integer)
+    assert caught.value.mistake is integer[0] and str(caught.value).startswith("wrong result for n=2")
+    with pytest.raises(CheckFailed) as caught:  # another error at n = 0: not named
+        check_function(lambda n: 2 // n if n else [][0], lambda n: n, cases, integer)
+    assert caught.value.mistake is None
 
 
 def test_the_recognised_mistake_survives_the_exercise_prefix():

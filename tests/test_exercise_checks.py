@@ -56,6 +56,9 @@ def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases
         check(exercise_id, answer)
     assert hint in str(failure.value), str(failure.value)
     assert str(failure.value).startswith(exercise_id)
+    # A named mistake is this answer's own (the one the table expects), never another's: no name is better.
+    named = failure.value.mistake
+    assert named is None or hint in named.hint, f"named {named.id!r} for an answer expected to get {hint!r}"
 
 
 @pytest.mark.parametrize("exercise_id, answer", RIGHT)

@@ -203,24 +203,26 @@ def _call_answer(answer: Callable, case: Case, mistakes: Sequence[Mistake]):
     except CheckFailed:
         raise
     except Exception as error:  # noqa: BLE001 - any learner error is feedback
-        raise CheckFailed(
+        failure = CheckFailed(
             f"your code raised {type(error).__name__} on the case {case.describe()}:\n"
             f"  {error}\n{_learner_location(error)}",
             mistake=_diagnose_error(mistakes, case, error),
-        ) from None
+        )
+        failure.error = error  # for check_function, which names a mistake only if it explains every case
+        raise failure from None
 
 
 def _diagnose_error(mistakes: Sequence[Mistake], case: Case, error: Exception) -> Mistake | None:
     """The first known mistake that fails on this case with the same error, or None."""
-    for mistake in mistakes:
-        if mistake.wrong is None:
-            continue
-        try:
-            mistake.wrong(*case.fresh_args())
-        except Exception as theirs:  # noqa: BLE001
-            if type(theirs) is type(error) and str(theirs) == str(error):
-                return mistake
-    return None
+    return next((m for m in mistakes if m.wrong is not None and _raises_the_same(m, case, error)), None)
+
+
+def _raises_the_same(mistake: Mistake, case: Case, error: Exception) -> bool:
+    try:
+        mistake.wrong(*case.fresh_args())
+    except Exception as theirs:  # noqa: BLE001
+        return type(theirs) is type(error) and str(theirs) == str(error)
+    return False
 
 
 def _learner_location(error: Exception) -> str:
@@ -311,18 +313,28 @@ def compare(expected, got, names: Sequence[str] = ("output",), rtol: float = 1e-
     return compare_number(expected, got, name)
 
 
-def diagnose(mistakes: Sequence[Mistake], case: Case, got, compare_kwargs: dict) -> Mistake | None:
-    """The first known mistake whose output equals the learner's, or None."""
+def diagnose(mistakes: Sequence[Mistake], failures: Sequence[tuple[Case, object]],
+             compare_kwargs: dict) -> Mistake | None:
+    """The first known mistake that reproduces the learner's result on every failing case, or None.
+
+    ``failures`` holds ``(case, got)`` for each case the answer got wrong; ``got`` is the answer's output, or the
+    exception it raised (the mistake must then raise the same). One case is not enough: two mistakes can give the
+    same output on one input (``1/d`` and ``d**-0.5`` at d = 1), and a wrong name sends the learner the wrong way.
+    """
     for mistake in mistakes:
-        if mistake.wrong is None:
-            continue
-        try:
-            wrong = mistake.wrong(*case.fresh_args())
-        except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
-            continue
-        if compare(wrong, got, **compare_kwargs) is None:
+        if mistake.wrong is not None and all(_reproduces(mistake, case, got, compare_kwargs) for case, got in failures):
             return mistake
     return None
+
+
+def _reproduces(mistake: Mistake, case: Case, got, compare_kwargs: dict) -> bool:
+    if isinstance(got, Exception):
+        return _raises_the_same(mistake, case, got)
+    try:
+        wrong = mistake.wrong(*case.fresh_args())
+    except Exception:  # noqa: BLE001 - a variant that cannot run on this case does not explain it
+        return False
+    return compare(wrong, got, **compare_kwargs) is None
 
 
 def check_function(
@@ -335,16 +347,34 @@ def check_function(
     rtol: float = 1e-5,
     atol: float = 1e-6,
 ) -> int:
-    """Run ``answer`` and ``reference`` on every case; raise CheckFailed at the first difference."""
+    """Run ``answer`` and ``reference`` on every case; raise CheckFailed for the first case it gets wrong.
+
+    The remaining cases still run after a wrong one, so that a mistake is named only when it explains every
+    case the answer gets wrong (its output, or the error it raises).
+    """
     require_callable(answer)
     compare_kwargs = dict(names=names, rtol=rtol, atol=atol)
+    first, failures = None, []
     for case in cases:
         expected = reference(*case.fresh_args())
-        got = call_answer(answer, case, mistakes)
+        try:
+            got = call_answer(answer, case, mistakes)
+        except CheckFailed as failure:
+            error = getattr(failure, "error", None)
+            if error is None:  # not implemented, or the answer raised CheckFailed itself: reported as it is
+                if first is None:
+                    raise
+                failures = []
+                break
+            first = first or failure.message
+            failures.append((case, error))
+            continue
         problem = compare(expected, got, **compare_kwargs)
         if problem:
-            raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}",
-                              mistake=diagnose(mistakes, case, got, compare_kwargs))
+            first = first or f"wrong result for {case.describe()}\n  {problem}"
+            failures.append((case, got))
+    if first is not None:
+        raise CheckFailed(first, mistake=diagnose(mistakes, failures, compare_kwargs) if failures else None)
     return len(cases)
 
 

@@ -114,7 +114,7 @@ def _cached_cross_attention(decoder_x, memory_k, memory_v, src_valid_lens, mha, 
         scores = scores / math.sqrt(decoder_x.shape[-1])
     allowed = padding_mask(src_valid_lens, n_enc)  # (B, 1, n_enc)
     allowed = {"padding": allowed.unsqueeze(1), "inverted": ~allowed.unsqueeze(1), "no head axis": allowed,
-               "none": torch.ones_like(allowed)}[mask]
+               "none": torch.ones_like(allowed).unsqueeze(1)}[mask]
     if causal:
         allowed = allowed & causal_mask(decoder_x.shape[-2], n_enc)
     weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from transformer_course.grading.collect import (
@@ -21,6 +24,7 @@ from transformer_course.grading.collect import (
 )
 from transformer_course.grading.execute import run_notebook
 from transformer_course.grading.gradebook import GradeRow, sort_rows
+from transformer_course.grading.journal import RUN_ENV, Journal, submission_digest
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import Release, UnreadableNotebook, prepare
 from transformer_course.grading.snapshot import Snapshot
@@ -34,6 +38,7 @@ class Gradebook:
     rows: list[GradeRow]
     notes: list[str] = field(default_factory=list)  # files ignored, ...
     students: list[str] = field(default_factory=list)
+    resumed: int = 0  # notebooks whose rows came from the journal of an interrupted run, not graded again
 
 
 def grade_unit(student: str, release: Release, data, limits: Limits,
@@ -61,8 +66,10 @@ def grade(
     shard: tuple[int, int] | None = None,
     students: Sequence[str] = (),
     progress: Callable[[str, str, list[GradeRow], float], None] | None = None,
+    journal: Journal | None = None,
 ) -> Gradebook:
-    """Grade every (selected) student's notebooks against the release; rows sorted, deterministic."""
+    """Grade every (selected) student's notebooks against the release; rows sorted, deterministic. With a
+    ``journal``, each notebook's rows are recorded as it finishes, and a resumed journal's are not graded again."""
     limits = limits or Limits()
     if jobs < 1:
         raise GradingError(f"--jobs {jobs}: must be at least 1")
@@ -82,6 +89,16 @@ def grade(
     snapshot = Snapshot.of()
     rows: list[GradeRow] = []
     changed = ""
+    digests = {(s.name, r.name): submission_digest(s.notebooks.get(r.name)) for s, r in units}
+    done = {}
+    if journal is not None:
+        run_id = uuid.uuid4().hex
+        done = journal.start(_describe(release, snapshot, limits, shard, students), run_id)
+        done = {unit: found for unit, (digest, found) in done.items() if digests.get(unit) == digest}
+        for unit in done:
+            rows += done[unit]
+        units = [(s, r) for s, r in units if (s.name, r.name) not in done]
+        notes += journal.notes
 
     def run(student: Student, rel: Release) -> list[GradeRow]:
         start = time.perf_counter()
@@ -94,15 +111,28 @@ def grade(
             progress(student.name, rel.name, result, time.perf_counter() - start)
         return result
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(run, s, r): (s.name, r.name) for s, r in units}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                student, notebook = pending.pop(future)
-                rows += future.result()
-                if not changed and Snapshot.of().digest != snapshot.digest:
-                    changed = f"{student}'s {notebook}"
+    saved = os.environ.get(RUN_ENV)
+    if journal is not None:  # every process of the run carries its id: --resume stops what a killed run left
+        os.environ[RUN_ENV] = run_id
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending = {pool.submit(run, s, r): (s.name, r.name) for s, r in units}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    student, notebook = unit = pending.pop(future)
+                    unit_rows = future.result()
+                    if journal is not None:
+                        journal.record(unit, digests[unit], unit_rows)
+                    rows += unit_rows
+                    if not changed and Snapshot.of().digest != snapshot.digest:
+                        changed = f"{student}'s {notebook}"
+    finally:
+        if journal is not None:
+            if saved is None:
+                os.environ.pop(RUN_ENV, None)
+            else:
+                os.environ[RUN_ENV] = saved
     if changed:
         notes.append(
             f"WARNING: the course package's files changed on disk while grading (noticed after {changed}). "
@@ -110,4 +140,19 @@ def grade(
             "checks were loaded before, so the rows are unaffected; but if nobody edited the files, a learner's "
             "code did: grade in a container where the package is read-only (see the instructor guide)."
         )
-    return Gradebook(sort_rows(rows), notes, [s.name for s in chosen])
+    return Gradebook(sort_rows(rows), notes, [s.name for s in chosen], len(done))
+
+
+def _describe(release: str | Path, snapshot: Snapshot, limits: Limits, shard, students: Sequence[str]) -> dict:
+    """What makes two runs the same run, for the journal: the released files, the package, the limits (the
+    hidden-cases seed only as a digest: the journal is no place for the secret) and the students chosen."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(release).glob("[0-9][0-9]_*.ipynb")):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    chosen = asdict(limits)
+    seed = chosen.pop("cases_seed")
+    # A slow hash: the seed is a small integer, and a fast one could be inverted by trying them all.
+    chosen["cases_seed"] = None if seed is None else hashlib.pbkdf2_hmac(
+        "sha256", str(seed).encode(), b"transformer-course journal", 200_000).hex()
+    return {"release": digest.hexdigest(), "package": snapshot.digest, "limits": chosen,
+            "shard": list(shard) if shard else None, "students": sorted(students)}

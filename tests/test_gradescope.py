@@ -174,9 +174,9 @@ def autograder(tmp_path_factory, release):
     for name in ("setup.sh", "run_autograder"):  # zipfile does not restore modes; Gradescope's unzip does
         (root / "source" / name).chmod(0o755)
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # the harness puts it there
-    # The scratch venv: this .venv's packages visible through a .pth file, so that setup.sh's pip installs find
-    # every pin satisfied; the course package is not visible that way (it is an editable install here).
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    # The scratch venv: this .venv's packages (pip included) visible through a .pth file, so that setup.sh's pip
+    # installs find every pin satisfied; the course package is not visible that way (an editable install here).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     purelib = subprocess.run([str(root / "venv" / "bin" / "python"), "-c",
                               "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()

@@ -30,6 +30,9 @@ from transformer_course.grading.prepare import Release, UnreadableNotebook, prep
 from transformer_course.grading.snapshot import Snapshot
 from transformer_course.grading.verdict import error_rows, missing_rows, unit_rows
 
+KILLED_THE_RUN = ("not graded: the grading run was stopped (its process killed) twice while this notebook ran, the "
+                  "second time while it ran alone; the notebook's code may kill other processes")
+
 __all__ = ["GradingError", "Limits", "GradeRow", "Gradebook", "grade", "grade_unit", "parse_shard"]
 
 
@@ -90,43 +93,62 @@ def grade(
     rows: list[GradeRow] = []
     changed = ""
     digests = {(s.name, r.name): submission_digest(s.notebooks.get(r.name)) for s, r in units}
-    done = {}
+    done: dict = {}
+    suspects: list = []
     if journal is not None:
         run_id = uuid.uuid4().hex
-        done = journal.start(_describe(release, snapshot, limits, shard, students), run_id)
-        done = {unit: found for unit, (digest, found) in done.items() if digests.get(unit) == digest}
-        for unit in done:
-            rows += done[unit]
+        record = journal.start(_describe(release, snapshot, limits, shard, students), run_id)
+        done = {u: unit_rows for u, (digest, unit_rows) in record.done.items() if digests.get(u) == digest}
+        for unit_rows in done.values():
+            rows += unit_rows
         units = [(s, r) for s, r in units if (s.name, r.name) not in done]
+        # A notebook that was running when a run died, and again when a run died while it ran alone, stopped the
+        # grader twice: it gets error rows instead of a third run. The others that were running are graded
+        # first, alone, so that a notebook which kills the grader is found by the next resume.
+        for s, r in [(s, r) for s, r in units if record.deaths_alone.get((s.name, r.name))]:
+            killed = error_rows(s.name, r, KILLED_THE_RUN)
+            journal.record((s.name, r.name), digests[(s.name, r.name)], killed)
+            rows += killed
+            notes.append(f"{s.name}'s {r.name} stopped the grading run twice (the second time alone): error rows; "
+                         "read its code")
+        units = [(s, r) for s, r in units if not record.deaths_alone.get((s.name, r.name))]
+        suspects = [(s, r) for s, r in units if record.deaths.get((s.name, r.name))]
+        units = [u for u in units if u not in suspects]
         notes += journal.notes
 
-    def run(student: Student, rel: Release) -> list[GradeRow]:
+    def run(student: Student, rel: Release, alone: bool) -> list[GradeRow]:
+        if journal is not None:
+            journal.started((student.name, rel.name), alone)
         start = time.perf_counter()
         try:
             result = grade_unit(student.name, rel, student.notebooks.get(rel.name), limits, snapshot)
         except Exception as error:  # noqa: BLE001 - one unit's trouble never stops the others
             traceback.print_exc(file=sys.stderr)
             result = error_rows(student.name, rel, f"internal grader error ({type(error).__name__}); see the log")
+        if journal is not None:  # on disk before the unit counts as done
+            journal.record((student.name, rel.name), digests[(student.name, rel.name)], result)
         if progress:
             progress(student.name, rel.name, result, time.perf_counter() - start)
         return result
+
+    def run_all(batch: list[tuple[Student, Release]], workers: int, alone: bool) -> None:
+        nonlocal changed
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending = {pool.submit(run, s, r, alone): (s.name, r.name) for s, r in batch}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    student, notebook = pending.pop(future)
+                    rows.extend(future.result())
+                    if not changed and Snapshot.of().digest != snapshot.digest:
+                        changed = f"{student}'s {notebook}"
 
     saved = os.environ.get(RUN_ENV)
     if journal is not None:  # every process of the run carries its id: --resume stops what a killed run left
         os.environ[RUN_ENV] = run_id
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            pending = {pool.submit(run, s, r): (s.name, r.name) for s, r in units}
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    student, notebook = unit = pending.pop(future)
-                    unit_rows = future.result()
-                    if journal is not None:
-                        journal.record(unit, digests[unit], unit_rows)
-                    rows += unit_rows
-                    if not changed and Snapshot.of().digest != snapshot.digest:
-                        changed = f"{student}'s {notebook}"
+        run_all(suspects, 1, alone=True)
+        run_all(units, jobs, alone=False)
     finally:
         if journal is not None:
             if saved is None:

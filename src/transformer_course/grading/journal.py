@@ -9,6 +9,11 @@ are sorted, and grading is deterministic). A run that differs (another release, 
 not mixed in. The last line of a run killed while writing is cut short: it is ignored and that notebook graded
 again. The CSV is written once every notebook is done, and the journal removed after it.
 
+A learner's code runs as the grader's user and can kill the grader itself. So the journal also records each
+notebook as it starts: a notebook that was running when a run died is graded first, alone, by the next
+``--resume``; one that was running alone when a run died gets error rows instead of a third run. A loop of
+``--resume`` therefore always ends (the instructor guide's "A run that dies").
+
 Every process of a run (pytest, the kernels, what they start) carries the run's id in its environment
 (``RUN_ENV``), so that ``--resume`` can first stop what a killed run left behind.
 """
@@ -20,8 +25,10 @@ import json
 import os
 import re
 import signal
+import threading
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import astuple
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 from transformer_course.grading.collect import GradingError
@@ -59,6 +66,16 @@ def _row(values) -> GradeRow:
     return row
 
 
+@dataclass
+class Record:
+    """What earlier runs of the journal did: the units they finished, unit -> (submission digest, rows); and for
+    the units they started but never finished (the run died), how many times, and how many times alone."""
+
+    done: dict[Unit, tuple[str, list[GradeRow]]] = field(default_factory=dict)
+    deaths: Counter = field(default_factory=Counter)
+    deaths_alone: Counter = field(default_factory=Counter)
+
+
 class Journal:
     """An append-only record of the units a run finished. ``start`` before grading, ``record`` each unit."""
 
@@ -66,31 +83,31 @@ class Journal:
         self.path = Path(path)
         self.resume = resume
         self._file = None
+        self._lock = threading.Lock()  # units start in the grader's worker threads
         self.notes: list[str] = []
 
-    def start(self, run: dict, run_id: str) -> dict[Unit, tuple[str, list[GradeRow]]]:
-        """Open the journal for the run described by ``run`` (JSON-able); with ``resume``, return what an
-        earlier run with the same description finished: unit -> (submission digest, rows). Raises GradingError
-        if the journal is from another run."""
-        done: dict[Unit, tuple[str, list[GradeRow]]] = {}
+    def start(self, run: dict, run_id: str) -> Record:
+        """Open the journal for the run described by ``run`` (JSON-able); with ``resume``, return what the
+        earlier runs with the same description did. Raises GradingError if the journal is from another run."""
+        record = Record()
         if self.resume and self.path.exists():
-            header, done = self._read()
+            header, record = self._read()
             if header.get("run") != run:
                 changed = sorted(k for k in set(run) | set(header.get("run") or {})
                                  if run.get(k) != (header.get("run") or {}).get(k))
                 raise GradingError(f"--resume: {self.path} is the journal of another run (its {', '.join(changed)} "
                                    "differ); grade again without --resume, or with what that run used")
             stop_leftovers(header.get("id"))
-            self.notes.append(f"resumed from {self.path}: {len(done)} notebook(s) already graded")
+            self.notes.append(f"resumed from {self.path}: {len(record.done)} notebook(s) already graded")
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         else:
             if self.resume:
                 self.notes.append(f"--resume: no journal at {self.path}; graded everything")
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
             self._write({"journal": VERSION, "id": run_id, "run": run})
-        return done
+        return record
 
-    def _read(self) -> tuple[dict, dict[Unit, tuple[str, list[GradeRow]]]]:
+    def _read(self) -> tuple[dict, Record]:
         lines = self.path.read_text(encoding="utf-8", errors="replace").split("\n")
         try:
             header = json.loads(lines[0])
@@ -98,22 +115,37 @@ class Journal:
                 raise ValueError
         except ValueError:
             raise GradingError(f"--resume: {self.path} is not a grading journal") from None
-        done = {}
+        record = Record()
+        started: list[tuple[Unit, bool]] = []
         for line in lines[1:]:
             try:
                 entry = json.loads(line)
+                if "started" in entry:
+                    student, notebook = entry["started"]
+                    if isinstance(student, str) and isinstance(notebook, str):
+                        started.append(((student, notebook), entry.get("alone") is True))
+                    continue
                 unit = (entry["student"], entry["notebook"])
                 if not all(isinstance(x, str) for x in unit) or not isinstance(entry["submission"], str):
                     raise ValueError
-                done[unit] = (entry["submission"], [_row(r) for r in entry["rows"]])
+                record.done[unit] = (entry["submission"], [_row(r) for r in entry["rows"]])
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut short by the kill: that notebook is graded again
-        return header, done
+        for unit, alone in started:  # every run ends what it starts, unless it dies
+            if unit not in record.done:
+                record.deaths[unit] += 1
+                record.deaths_alone[unit] += alone
+        return header, record
 
     def _write(self, entry: dict) -> None:
-        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with self._lock:
+            self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def started(self, unit: Unit, alone: bool) -> None:
+        """A unit's notebook is about to run (``alone``: nothing else runs beside it)."""
+        self._write({"started": list(unit), "alone": alone})
 
     def record(self, unit: Unit, submission: str, rows: Iterable[GradeRow]) -> None:
         self._write({"student": unit[0], "notebook": unit[1], "submission": submission,

@@ -16,13 +16,18 @@ import time
 from pathlib import Path
 
 import pytest
-from fabricated_class import LIMITS, NAME, correct, released, with_sources
+from fabricated_class import MEMORY_LIMIT_MB, NAME, correct, released, with_sources
 
 from transformer_course.cli import main
 from transformer_course.grading.collect import GradingError
+from transformer_course.grading.gradebook import read_csv
 from transformer_course.grading.grader import KILLED_THE_RUN, grade
 from transformer_course.grading.journal import RUN_ENV, Journal, journal_path
 from transformer_course.grading.limits import Limits
+
+# The grader's limits, with cells given 120 s: the rows must not depend on the machine's load (10 s cells
+# timed out at a load of 12 on 2 cores).
+LIMITS = ["--timeout", "120", "--notebook-timeout", "600", "--memory-limit", str(MEMORY_LIMIT_MB)]
 
 
 def write_class(folder: Path, notebooks: dict[str, bytes | None]) -> Path:
@@ -190,6 +195,8 @@ def uninterrupted(tmp_path_factory, release):
     out = root / "grades.csv"
     assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--jobs", "1", "--quiet",
                  *LIMITS]) == 0
+    statuses = {(r.student, r.status) for r in read_csv(out)}
+    assert statuses == {("ada", "passed"), ("bob", "failed"), ("dan", "error"), ("eve", "missing")}, statuses
     return submissions, out.read_bytes()
 
 

@@ -130,6 +130,37 @@ def test_a_notebook_running_when_runs_died_is_graded_alone_first_then_given_erro
     assert any("ben's 01_tensor_shapes.ipynb stopped the grading run twice" in note for note in book.notes)
 
 
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the run's processes in /proc")
+def test_resume_stops_what_every_earlier_run_left_running(kernelless, release):
+    submissions, path = kernelless
+    grade(submissions, release=release, journal=Journal(path))
+    header = lines(path)[0]
+    # Two runs died: the first (the header's id) and a resumed one; each left a process behind.
+    path.write_text(json.dumps(header) + "\n" + json.dumps({"resumed": "second-run"}) + "\n")
+    left = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                             env={**os.environ, RUN_ENV: run}) for run in (header["id"], "second-run")]
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                             env={**os.environ, RUN_ENV: "another-run"})
+    try:
+        time.sleep(0.5)  # the processes exist (their environment is readable in /proc)
+        grade(submissions, release=release, journal=Journal(path, resume=True))
+        assert [p.wait(timeout=10) for p in left] == [-signal.SIGKILL] * 2
+        assert other.poll() is None  # a process of no earlier run of this journal is left alone
+        assert [e["resumed"] for e in lines(path) if "resumed" in e][0] == "second-run"
+        assert len([e for e in lines(path) if "resumed" in e]) == 2  # this run's id, for the next resume
+    finally:
+        for process in [*left, other]:
+            process.kill()
+            process.wait()
+
+
+def test_a_new_run_says_that_it_replaced_a_journal(kernelless, release):
+    submissions, path = kernelless
+    grade(submissions, release=release, journal=Journal(path))
+    book = grade(submissions, release=release, journal=Journal(path))
+    assert any(n.startswith("replaced the journal of an earlier run") for n in book.notes), book.notes
+
+
 def test_the_command_removes_the_journal_once_the_gradebook_is_written(kernelless, release, capsys):
     submissions, _ = kernelless
     out = submissions.parent / "grades.csv"

@@ -15,7 +15,8 @@ notebook as it starts: a notebook that was running when a run died is graded fir
 ``--resume`` therefore always ends (the instructor guide's "A run that dies").
 
 Every process of a run (pytest, the kernels, what they start) carries the run's id in its environment
-(``RUN_ENV``), so that ``--resume`` can first stop what a killed run left behind.
+(``RUN_ENV``), and the journal the id of every run that wrote to it, so that ``--resume`` can first stop what
+the killed runs left behind.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Record:
     done: dict[Unit, tuple[str, list[GradeRow]]] = field(default_factory=dict)
     deaths: Counter = field(default_factory=Counter)
     deaths_alone: Counter = field(default_factory=Counter)
+    runs: list[str] = field(default_factory=list)  # the ids of the runs that wrote it, first to last
 
 
 class Journal:
@@ -97,12 +99,16 @@ class Journal:
                                  if run.get(k) != (header.get("run") or {}).get(k))
                 raise GradingError(f"--resume: {self.path} is the journal of another run (its {', '.join(changed)} "
                                    "differ); grade again without --resume, or with what that run used")
-            stop_leftovers(header.get("id"))
+            for earlier in record.runs:
+                stop_leftovers(earlier)
             self.notes.append(f"resumed from {self.path}: {len(record.done)} notebook(s) already graded")
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._write({"resumed": run_id})
         else:
             if self.resume:
                 self.notes.append(f"--resume: no journal at {self.path}; graded everything")
+            elif self.path.exists():
+                self.notes.append(f"replaced the journal of an earlier run at {self.path} (--resume keeps its rows)")
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
             self._write({"journal": VERSION, "id": run_id, "run": run})
         return record
@@ -115,11 +121,14 @@ class Journal:
                 raise ValueError
         except ValueError:
             raise GradingError(f"--resume: {self.path} is not a grading journal") from None
-        record = Record()
+        record = Record(runs=[header.get("id")])
         started: list[tuple[Unit, bool]] = []
         for line in lines[1:]:
             try:
                 entry = json.loads(line)
+                if "resumed" in entry:
+                    record.runs.append(entry["resumed"])
+                    continue
                 if "started" in entry:
                     student, notebook = entry["started"]
                     if isinstance(student, str) and isinstance(notebook, str):

@@ -179,14 +179,16 @@ KILLER = ("import os, signal\n\ndef _parent(pid):\n"
           "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n\n"
           "pid = os.getppid()\nwhile pid > 1:\n"
           "    if b'transformer_course.cli' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+          "        with open(os.environ['KILLER_REPORT'], 'a') as report:  # for the test: whose session is whose\n"
+          "            print(os.getsid(0), os.getpgrp(), os.getsid(pid), os.getpgid(pid), file=report)\n"
           "        os.kill(pid, signal.SIGKILL)\n"
           "    pid = _parent(pid)\n")
 
 
-def grader(submissions: Path, release: Path, out: Path, *extra: str, marker: str) -> subprocess.Popen:
+def grader(submissions: Path, release: Path, out: Path, *extra: str, marker: str, **env: str) -> subprocess.Popen:
     """`transformer-course grade` in a process of its own (a session of its own, so that killing it kills no
-    test), every process it starts marked with ``marker`` in its environment."""
-    env = {**os.environ, "GRADING_TEST_MARKER": marker}
+    test), every process it starts marked with ``marker`` in its environment (and ``env``)."""
+    env = {**os.environ, "GRADING_TEST_MARKER": marker, **env}
     return subprocess.Popen([sys.executable, "-m", "transformer_course.cli", "grade", str(submissions), "--release",
                              str(release), "--out", str(out), "--jobs", "1", *LIMITS, *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -276,12 +278,17 @@ def test_a_notebook_that_kills_the_grader_cannot_stop_resumed_grading(uninterrup
     cleanup(marker := f"killer-{os.getpid()}")
     codes = []
     for _ in range(4):  # what the guide's loop does: resume until the run ends by itself
-        run = grader(killer, release, out, *(["--resume"] if codes else []), marker=marker)
+        run = grader(killer, release, out, *(["--resume"] if codes else []), marker=marker,
+                     KILLER_REPORT=str(tmp_path / "sessions.txt"))
         run.communicate(timeout=600)
         codes.append(run.returncode)
         if run.returncode == 0:
             break
     assert codes == [-signal.SIGKILL, -signal.SIGKILL, 0]  # killed, killed again alone, then finished
+    # Each time, the kernel ran in a session and process group of its own, not the grader's.
+    sessions = [line.split() for line in (tmp_path / "sessions.txt").read_text().splitlines()]
+    assert len(sessions) == 2 and all(sid != grader_sid and pgid != grader_pgid
+                                      for sid, pgid, grader_sid, grader_pgid in sessions), sessions
     rows = out.read_text().splitlines()
     assert [r for r in rows if r.startswith("kim,")] and all(KILLED_THE_RUN in r for r in rows if r.startswith("kim,"))
     dan = [r for r in expected.decode().splitlines() if r.startswith("dan,")]

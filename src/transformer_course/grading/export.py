@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_course.grading.gradebook import GradeRow, _escape
+from transformer_course.grading.gradebook import GradeRow, escape_cell
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 POINTS_POSSIBLE = "Points Possible"
@@ -87,7 +87,7 @@ def _csv(header: list[str], body: list[list]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows([_escape(cell) for cell in row] for row in body)
+    writer.writerows([escape_cell(cell) for cell in row] for row in body)
     return buffer.getvalue()
 
 

@@ -1,5 +1,5 @@
 """The ``transformer-course`` command: ``exercises`` and ``execute`` for maintainers, ``grade``,
-``merge-grades``, ``report`` and ``slides`` for instructors, ``check`` for learners."""
+``merge-grades``, ``report``, ``gradescope``, ``export`` and ``slides`` for instructors, ``check`` for learners."""
 
 from __future__ import annotations
 
@@ -110,6 +110,7 @@ _LIMIT_OPTIONS = {"cell_timeout": "--timeout", "notebook_timeout": "--notebook-t
 def cmd_grade(args) -> int:
     from transformer_course.grading.gradebook import write_csv
     from transformer_course.grading.grader import GradingError, grade, parse_shard
+    from transformer_course.grading.journal import Journal, journal_path
     from transformer_course.grading.report import summary, write_html
 
     out = Path(args.out)
@@ -123,14 +124,20 @@ def cmd_grade(args) -> int:
               f"in {seconds:.1f} s", file=sys.stderr, flush=True)
 
     start = time.perf_counter()
+    journal = Journal(journal_path(out), resume=args.resume)
     try:
         shard = parse_shard(args.shard) if args.shard is not None else None
         limits = _limits(args)
         book = grade(args.submissions, release=args.release, limits=limits, jobs=args.jobs, shard=shard,
-                     students=args.student or (), progress=None if args.quiet else progress)
+                     students=args.student or (), progress=None if args.quiet else progress, journal=journal)
     except GradingError as error:
+        journal.close()
         return _fail(str(error))
-    write_csv(book.rows, out)
+    journal.close()
+    partial = out.with_name(out.name + ".partial")
+    write_csv(book.rows, partial)
+    partial.replace(out)  # a run killed now leaves the old gradebook or the new one, never half of one
+    journal.close(finished=True)
     if args.html:
         write_html(book.rows, args.html)
     print(summary(book.rows))
@@ -139,8 +146,9 @@ def cmd_grade(args) -> int:
 
         print("\n" + class_summary(book.rows))
     extra = f" and feedback pages and the class report (class.html) in {args.html}" if args.html else ""
+    resumed = f" ({book.resumed} notebook(s) from the interrupted run's journal)" if book.resumed else ""
     print(f"\nWrote {out}{extra}: {len(book.rows)} rows, {len(book.students)} student(s), "
-          f"{time.perf_counter() - start:.1f} s.")
+          f"{time.perf_counter() - start:.1f} s{resumed}.")
     for note in book.notes:
         print(f"note: {note}", file=sys.stderr)
     return 0
@@ -195,6 +203,41 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from transformer_course.grading import export
+
+    if not (args.canvas or args.totals):
+        return _fail("nothing to write: pass --canvas OUT.csv and/or --totals OUT.csv")
+    if args.canvas and not args.roster:
+        return _fail("--canvas needs --roster ROSTER.csv (Canvas's gradebook export, for its students' ids)")
+    for option, name in (("--canvas", args.canvas), ("--totals", args.totals)):
+        if name and (Path(name).is_dir() or not Path(name).parent.is_dir()):
+            return _fail(f"{option} {name}: expected a file in an existing folder")
+    rows = _merged_gradebooks(args.gradebooks)
+    if rows is None:
+        return 2
+    try:
+        roster = export.read_roster(args.roster, args.key) if args.roster else None
+    except export.BadRoster as error:
+        return _fail(str(error))
+    done = []
+    if args.canvas:
+        done.append((args.canvas, export.canvas(rows, roster, args.key)))
+    if args.totals:
+        done.append((args.totals, export.totals(rows, roster, args.key)))
+    for name, result in done:
+        Path(name).write_text(result.text, encoding="utf-8", newline="")
+        print(f"wrote {name}: {result.text.count(chr(10)) - 1} rows")
+    result = done[0][1]
+    if result.not_in_roster:
+        print(f"graded but not in the roster ({len(result.not_in_roster)}; in --totals, not in --canvas): "
+              f"{', '.join(result.not_in_roster)}", file=sys.stderr)
+    if result.not_graded:
+        print(f"in the roster but not graded ({len(result.not_graded)}; their points left empty): "
+              f"{', '.join(result.not_graded)}", file=sys.stderr)
+    return 0
+
+
 def cmd_check(args) -> int:
     from transformer_course.grading.collect import GradingError
     from transformer_course.grading.selfcheck import check_notebooks, check_report
@@ -205,6 +248,24 @@ def cmd_check(args) -> int:
     except GradingError as error:
         return _fail(str(error))
     print("\n\n".join(check_report(c, limits) for c in checked))
+    return 0
+
+
+def cmd_gradescope(args) -> int:
+    from transformer_course.grading.collect import GradingError
+    from transformer_course.grading.gradescope import build_autograder
+
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        return _fail(f"--out {out}: expected a file in an existing folder")
+    try:
+        names = build_autograder(args.release, out, requirements=args.requirements, limits=_limits(args),
+                                 notebooks=args.notebook or (), visibility=args.visibility, jobs=args.jobs)
+    except GradingError as error:
+        return _fail(str(error))
+    seed = "hidden cases from the seed given (keep the zip private)" if args.cases_seed is not None else "public cases"
+    print(f"Wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): {len(names)} notebook(s), {seed}. Upload it as the "
+          "assignment's autograder on Gradescope (Configure Autograder, zip file upload).")
     return 0
 
 
@@ -255,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeatable)")
     p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--resume", action="store_true",
+                   help="finish an interrupted run: keep the rows in OUT.journal (written as each notebook "
+                        "finishes), grade only the rest; the same options as the interrupted run")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("merge-grades", help="join gradebooks (shards, or a gradebook and a regrade) into one",
@@ -274,6 +338,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "it names no student")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("export", help="write a gradebook an LMS imports (Canvas), or a plain CSV of totals",
+                       description="Turn CSV gradebooks written by `grade` (joined as `merge-grades` joins them) into "
+                       "a file for a learning management system: --canvas, Canvas's gradebook import (the roster's "
+                       "Student, ID, SIS User ID, SIS Login ID, Section, then the points per notebook); --totals, one "
+                       "row per student with the points per notebook and the total. Students missing from the "
+                       "roster or from the gradebook are listed.")
+    p.add_argument("gradebooks", nargs="+", help="CSV files written by `transformer-course grade`")
+    p.add_argument("--roster", metavar="ROSTER.csv", help="the class list: Canvas's gradebook export, or any CSV "
+                   "with its columns Student, ID, SIS User ID, SIS Login ID, Section")
+    p.add_argument("--key", default="SIS Login ID", metavar="COLUMN",
+                   help="the roster column that holds the submissions' student names (default: SIS Login ID)")
+    p.add_argument("--canvas", metavar="OUT.csv", help="write Canvas's gradebook import here (needs --roster)")
+    p.add_argument("--totals", metavar="OUT.csv", help="write the plain per-student totals here")
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("check", help="grade your saved notebook exactly as your instructor's grader will",
                        description="Grade saved exercise notebooks as `transformer-course grade` grades a student's: "
                        "read-only and check cells restored from the release, a fresh kernel, the same time limits, "
@@ -285,6 +364,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="notebooks checked in parallel")
     _add_limit_options(p, note=", as `grade`")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("gradescope", help="write a Gradescope autograder zip that grades a release",
+                       description="Write Gradescope's autograder zip (setup.sh, run_autograder, the pinned "
+                       "requirements, the course package as a wheel, the released notebooks): each submission is "
+                       "graded in its own container by the code path of `grade`, one Gradescope test per exercise.")
+    p.add_argument("--release", default="exercises", help="folder of released exercise notebooks (default: exercises)")
+    p.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
+    p.add_argument("--notebook", action="append", metavar="NAME",
+                   help="put only this released notebook in the zip, e.g. 03_masking (repeatable; default: all)")
+    p.add_argument("--requirements", default="requirements.txt",
+                   help="the course's pinned requirements (default: requirements.txt)")
+    p.add_argument("--visibility", default="visible", choices=["visible", "hidden", "after_due_date",
+                                                               "after_published"],
+                   help="when learners see the results (default: visible)")
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded in parallel in each container (default: 2)")
+    _add_limit_options(p, note=", as `grade`")
+    p.add_argument("--cases-seed", type=int, metavar="N", default=_env_seed(),
+                   help=f"hidden cases from this seed, as `grade` (default: ${CASES_SEED_ENV} if set); the zip "
+                        "holds it: upload it to Gradescope only")
+    p.set_defaults(func=cmd_gradescope)
 
     p = sub.add_parser("slides", help="write a reveal.js slide deck for each lesson (stored outputs, no execution)")
     p.add_argument("paths", nargs="*", default=["lessons"], help="lesson notebooks or folders (default: lessons)")

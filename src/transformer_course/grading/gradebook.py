@@ -52,7 +52,8 @@ def sort_rows(rows: Iterable[GradeRow]) -> list[GradeRow]:
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
-def _escape(cell):
+def escape_cell(cell):
+    """The cell as a spreadsheet shows it as text (a leading apostrophe when it could run as a formula)."""
     return f"'{cell}" if isinstance(cell, str) and cell.startswith(_FORMULA_START) else cell
 
 
@@ -64,7 +65,7 @@ def to_csv(rows: Sequence[GradeRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
-    writer.writerows([_escape(cell) for cell in astuple(r)] for r in rows)
+    writer.writerows([escape_cell(cell) for cell in astuple(r)] for r in rows)
     return buffer.getvalue()
 
 

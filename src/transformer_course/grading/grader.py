@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from transformer_course.grading.collect import (
@@ -21,10 +24,14 @@ from transformer_course.grading.collect import (
 )
 from transformer_course.grading.execute import run_notebook
 from transformer_course.grading.gradebook import GradeRow, sort_rows
+from transformer_course.grading.journal import RUN_ENV, Journal, submission_digest
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import Release, UnreadableNotebook, prepare
 from transformer_course.grading.snapshot import Snapshot
 from transformer_course.grading.verdict import error_rows, missing_rows, unit_rows
+
+KILLED_THE_RUN = ("not graded: the grading run was stopped (its process killed) twice while this notebook ran, the "
+                  "second time while it ran alone; the notebook's code may kill other processes")
 
 __all__ = ["GradingError", "Limits", "GradeRow", "Gradebook", "grade", "grade_unit", "parse_shard"]
 
@@ -34,6 +41,7 @@ class Gradebook:
     rows: list[GradeRow]
     notes: list[str] = field(default_factory=list)  # files ignored, ...
     students: list[str] = field(default_factory=list)
+    resumed: int = 0  # notebooks whose rows came from the journal of an interrupted run, not graded again
 
 
 def grade_unit(student: str, release: Release, data, limits: Limits,
@@ -61,8 +69,10 @@ def grade(
     shard: tuple[int, int] | None = None,
     students: Sequence[str] = (),
     progress: Callable[[str, str, list[GradeRow], float], None] | None = None,
+    journal: Journal | None = None,
 ) -> Gradebook:
-    """Grade every (selected) student's notebooks against the release; rows sorted, deterministic."""
+    """Grade every (selected) student's notebooks against the release; rows sorted, deterministic. With a
+    ``journal``, each notebook's rows are recorded as it finishes, and a resumed journal's are not graded again."""
     limits = limits or Limits()
     if jobs < 1:
         raise GradingError(f"--jobs {jobs}: must be at least 1")
@@ -82,27 +92,69 @@ def grade(
     snapshot = Snapshot.of()
     rows: list[GradeRow] = []
     changed = ""
+    digests = {(s.name, r.name): submission_digest(s.notebooks.get(r.name)) for s, r in units}
+    done: dict = {}
+    suspects: list = []
+    if journal is not None:
+        run_id = uuid.uuid4().hex
+        record = journal.start(_describe(release, snapshot, limits, shard, students), run_id)
+        done = {u: unit_rows for u, (digest, unit_rows) in record.done.items() if digests.get(u) == digest}
+        for unit_rows in done.values():
+            rows += unit_rows
+        units = [(s, r) for s, r in units if (s.name, r.name) not in done]
+        # A notebook that was running when a run died, and again when a run died while it ran alone, stopped the
+        # grader twice: it gets error rows instead of a third run. The others that were running are graded
+        # first, alone, so that a notebook which kills the grader is found by the next resume.
+        for s, r in [(s, r) for s, r in units if record.deaths_alone.get((s.name, r.name))]:
+            killed = error_rows(s.name, r, KILLED_THE_RUN)
+            journal.record((s.name, r.name), digests[(s.name, r.name)], killed)
+            rows += killed
+            notes.append(f"{s.name}'s {r.name} stopped the grading run twice (the second time alone): error rows; "
+                         "read its code")
+        units = [(s, r) for s, r in units if not record.deaths_alone.get((s.name, r.name))]
+        suspects = [(s, r) for s, r in units if record.deaths.get((s.name, r.name))]
+        units = [u for u in units if u not in suspects]
+        notes += journal.notes
 
-    def run(student: Student, rel: Release) -> list[GradeRow]:
+    def run(student: Student, rel: Release, alone: bool) -> list[GradeRow]:
+        if journal is not None:
+            journal.started((student.name, rel.name), alone)
         start = time.perf_counter()
         try:
             result = grade_unit(student.name, rel, student.notebooks.get(rel.name), limits, snapshot)
         except Exception as error:  # noqa: BLE001 - one unit's trouble never stops the others
             traceback.print_exc(file=sys.stderr)
             result = error_rows(student.name, rel, f"internal grader error ({type(error).__name__}); see the log")
+        if journal is not None:  # on disk before the unit counts as done
+            journal.record((student.name, rel.name), digests[(student.name, rel.name)], result)
         if progress:
             progress(student.name, rel.name, result, time.perf_counter() - start)
         return result
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(run, s, r): (s.name, r.name) for s, r in units}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                student, notebook = pending.pop(future)
-                rows += future.result()
-                if not changed and Snapshot.of().digest != snapshot.digest:
-                    changed = f"{student}'s {notebook}"
+    def run_all(batch: list[tuple[Student, Release]], workers: int, alone: bool) -> None:
+        nonlocal changed
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending = {pool.submit(run, s, r, alone): (s.name, r.name) for s, r in batch}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    student, notebook = pending.pop(future)
+                    rows.extend(future.result())
+                    if not changed and Snapshot.of().digest != snapshot.digest:
+                        changed = f"{student}'s {notebook}"
+
+    saved = os.environ.get(RUN_ENV)
+    if journal is not None:  # every process of the run carries its id: --resume stops what a killed run left
+        os.environ[RUN_ENV] = run_id
+    try:
+        run_all(suspects, 1, alone=True)
+        run_all(units, jobs, alone=False)
+    finally:
+        if journal is not None:
+            if saved is None:
+                os.environ.pop(RUN_ENV, None)
+            else:
+                os.environ[RUN_ENV] = saved
     if changed:
         notes.append(
             f"WARNING: the course package's files changed on disk while grading (noticed after {changed}). "
@@ -110,4 +162,19 @@ def grade(
             "checks were loaded before, so the rows are unaffected; but if nobody edited the files, a learner's "
             "code did: grade in a container where the package is read-only (see the instructor guide)."
         )
-    return Gradebook(sort_rows(rows), notes, [s.name for s in chosen])
+    return Gradebook(sort_rows(rows), notes, [s.name for s in chosen], len(done))
+
+
+def _describe(release: str | Path, snapshot: Snapshot, limits: Limits, shard, students: Sequence[str]) -> dict:
+    """What makes two runs the same run, for the journal: the released files, the package, the limits (the
+    hidden-cases seed only as a digest: the journal is no place for the secret) and the students chosen."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(release).glob("[0-9][0-9]_*.ipynb")):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    chosen = asdict(limits)
+    seed = chosen.pop("cases_seed")
+    # A slow hash: the seed is a small integer, and a fast one could be inverted by trying them all.
+    chosen["cases_seed"] = None if seed is None else hashlib.pbkdf2_hmac(
+        "sha256", str(seed).encode(), b"transformer-course journal", 200_000).hex()
+    return {"release": digest.hexdigest(), "package": snapshot.digest, "limits": chosen,
+            "shard": list(shard) if shard else None, "students": sorted(students)}

@@ -637,3 +637,37 @@ def test_a_failed_check_after_an_answer_cell_that_ran_out_of_time_says_so():
         "translator is not implemented yet: build and train your model (cell a-answer did not finish in time)")
     run.cells["a-answer"] = CellRecord("ok")
     assert _verdict(prepared, run, Limits(), "a-check", "12.4 Capstone")[1].endswith("train your model")
+
+
+# What the grader's own process imports after the first notebook started (run in a fresh interpreter, where
+# nothing of the course is imported yet): a kernel can rewrite the installed package or plant bytecode in its
+# __pycache__, so nothing of the course may be imported from it once a kernel ran; --html included.
+LATE_IMPORTS = """
+import sys
+from transformer_course.cli import main
+from transformer_course.grading import grader, verdict
+
+late = []
+def unit(student, release, data, limits, snapshot=None):
+    late.append(set(sys.modules))
+    return verdict.missing_rows(student, release)
+
+grader.grade_unit = unit
+code = main(["grade", sys.argv[1], "--release", sys.argv[2], "--out", sys.argv[3], "--html", sys.argv[4], "--quiet"])
+assert code == 0 and late, code
+print(sorted(m for m in set(sys.modules) - late[0] if m.startswith("transformer_course") or m.startswith("matplotlib")))
+"""
+
+
+def test_the_grader_imports_nothing_of_the_course_after_the_first_notebook_started(tmp_path, release):
+    import subprocess
+    import sys
+
+    (tmp_path / "submissions" / "amy").mkdir(parents=True)
+    (tmp_path / "submissions" / "amy" / NAME).write_text(json.dumps(correct()))
+    args = [str(tmp_path / "submissions"), str(release), str(tmp_path / "grades.csv"), str(tmp_path / "html")]
+    done = subprocess.run([sys.executable, "-c", LATE_IMPORTS, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    late = done.stdout.strip().splitlines()[-1]  # after the summary that grade prints
+    assert late == "[]", f"imported after the first notebook started: {late}"
+    assert (tmp_path / "html" / "class.html").exists()

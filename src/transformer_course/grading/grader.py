@@ -44,6 +44,29 @@ class Gradebook:
     resumed: int = 0  # notebooks whose rows came from the journal of an interrupted run, not graded again
 
 
+# Imported lazily by modules of the grader, and so imported here before any notebook runs.
+LAZY_IMPORTS = ("matplotlib.figure", "matplotlib.backends.backend_agg")  # the class chart (grading/classpage.py)
+
+
+def import_the_grader() -> None:
+    """Import the checks and every module of the grader (and what they import lazily) into this process.
+
+    A learner's kernel runs as the same user as the grader and can rewrite the installed package's files or plant
+    bytecode in its ``__pycache__`` (and put them back afterwards). Every notebook imports its own copy of the
+    package (grading/snapshot.py); this keeps the grader's own process from importing anything of the course
+    after the first kernel started (the gradebook, the feedback pages and the class page included).
+    """
+    import pkgutil
+
+    import transformer_course.grading as grading
+
+    importlib.import_module("transformer_course.checks")
+    for module in pkgutil.iter_modules(grading.__path__, f"{grading.__name__}."):
+        importlib.import_module(module.name)
+    for name in LAZY_IMPORTS:
+        importlib.import_module(name)
+
+
 def grade_unit(student: str, release: Release, data, limits: Limits,
                snapshot: Snapshot | None = None) -> list[GradeRow]:
     """The rows of one student's notebook (``data``: its bytes, None when missing), run against a copy of
@@ -86,9 +109,9 @@ def grade(
         found = [s for s in found if s.name in set(students)]
     chosen: list[Student] = select_shard(found, shard)
     units = [(s, r) for s in chosen for r in releases]
-    # Before any learner's code runs: this process imports every checker it will re-run, and reads the package
-    # that every notebook gets a copy of (grading/snapshot.py).
-    importlib.import_module("transformer_course.checks")
+    # Before any learner's code runs: this process imports every checker it will re-run and all of the grader it
+    # may use afterwards, and reads the package that every notebook gets a copy of (grading/snapshot.py).
+    import_the_grader()
     snapshot = Snapshot.of()
     rows: list[GradeRow] = []
     changed = ""

@@ -199,7 +199,12 @@ def run_once(path: Path, offset: int, timeout: int) -> dict:
             cells.append(nbformat.v4.new_code_cell(CAPTURE.format(metrics=by_cell.pop(cell["id"]))))
     if by_cell:
         raise ValueError(f"{path.name} has no cells {sorted(by_cell)}")
-    nb.cells = cells + [nbformat.v4.new_code_cell(f"import json\nprint({MARK!r} + json.dumps(_spread))")]
+    # The kernel's own CPU seconds (user + system, all its threads): the lesson's cost, less sensitive to load
+    # than its wall time.
+    last = ("import json, resource\n_usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "_spread['kernel CPU seconds'] = _usage.ru_utime + _usage.ru_stime\n"
+            f"print({MARK!r} + json.dumps(_spread))")
+    nb.cells = cells + [nbformat.v4.new_code_cell(last)]
     client = NotebookClient(nb, km=current_env_kernel_manager(), timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     begin = time.perf_counter()
@@ -249,7 +254,7 @@ def main() -> None:
 
     print(f"\n{args.lesson.name}: {len(runs)} runs ({len(args.configs)} configurations x {len(args.seeds)} seeds)")
     print(f"{'metric':<36}{'min':>10}{'median':>10}{'max':>10}")
-    for name in METRICS[args.lesson.name]:
+    for name in [*METRICS[args.lesson.name], "kernel CPU seconds"]:
         values = [r["metrics"][name] for r in runs if isinstance(r["metrics"].get(name), float)]
         if values:
             print(f"{name:<36}{min(values):>10.4g}{statistics.median(values):>10.4g}{max(values):>10.4g}")

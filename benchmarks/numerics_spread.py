@@ -120,6 +120,42 @@ METRICS = {
     },
 }
 
+# Lessons 09 and 12 after the trim of 2026-11-26 (issue 30, item 6: a training lesson within 120 s), torch 2.13.0,
+# seed +0, on this machine kind shared with other jobs (load 10-19, so the wall seconds are several times an idle
+# run's and the kernel CPU seconds are inflated too). Lesson 12: the German and French runs take 150 steps, 100 of
+# warm-up to the paper's peak at d = 64 (1.25e-2), then the cosine; section 12.5 continues the trained model 50 steps
+# without smoothing instead of training a second model; the schedule and dropout comparisons moved to
+# benchmarks/capstone_recipe.py (whose results the lesson quotes). Lesson 09: 500 training steps instead of 700.
+# (portable-1: ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1; portable-2: MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3)
+#
+#   lesson 12, metric (assert)                           default   portable-1   portable-2
+#   validation exact match, last step (>= 0.95)          0.988     0.994        0.986
+#   loss - entropy of q (in [0, 0.05))                   0.026     0.027        0.037
+#   p(right token), smoothed (0.85 .. 0.95)              0.898     0.898        0.896
+#   validation exact match, greedy (>= 0.95)             0.988     0.994        0.986
+#   validation exact match, beam 4 (>= 0.95)             0.986     0.994        0.990
+#   tuned without smoothing, exact match (>= 0.95)       0.996     0.998        0.994
+#   p(right token), no smoothing (> 0.97)                0.995     0.996        0.995
+#   cross-entropy, smoothed / plain (> 2)                17.9      25.5         16.8
+#   German / French layers with the pattern (>= 1)       2 / 2     2 / 2        2 / 1
+#   French validation exact match (>= 0.9)               0.968     0.992        0.978
+#   test exact match, least of the two (>= 0.9)          0.978     0.988        0.980
+#   kernel CPU seconds (whole lesson)                    121       144          262
+#
+# The same German run with seed 1 (benchmarks/capstone_recipe.py schedule, default numerics) ends at 0.980.
+#
+#   lesson 09, metric (assert)                           default   portable-1   portable-2
+#   validation exact match, step 500 (>= 0.98)           0.996     1.000        0.998
+#   loss first / last 25 steps (> 100)                   844       878          907
+#   test exact match (>= 0.98)                           0.994     0.997        0.996
+#   worst format (>= 0.95)                               0.990     0.995        0.995
+#   layers aligned, all formats too (>= 1)               2 / 2     2 / 2        2 / 2
+#   kernel CPU seconds (whole lesson)                    182       206          405
+#
+# A 400-step version of lesson 09 (the same mirror of its cells, default numerics) failed two asserts: test exact
+# match 0.977 and worst format 0.930.
+#
+# Before the trim (history):
 # Lesson 12, measured on 2026-11-26 (torch 2.13.0, this machine kind, seed +0), after the lesson moved every choice
 # to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without
 # smoothing and with the paper's schedule; 12.6 dropout on 150 pairs, 300 steps, the paper's schedule):

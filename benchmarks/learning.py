@@ -62,7 +62,7 @@ def dates():
         lambda m, b: masked_cross_entropy(m(b[0], b[1]), b[2]),
         lambda m: {"accuracy": exact_match(translate(m, [x for x, _ in valid], source, target, 12),
                                            [y for _, y in valid])},
-        max_steps=700, lr=2e-3, warmup_steps=100)
+        max_steps=500, lr=2e-3, warmup_steps=100)
 
 
 def sorting():

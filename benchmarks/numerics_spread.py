@@ -104,28 +104,58 @@ METRICS = {
             "gqa-train", "min(accuracy(runs[n][0], valid_pairs) for n in gqa_names)"),  # > 0.7
     },
     "12_capstone_real_words.ipynb": {
-        "validation exact match, step 300": ("train-report", "final_valid"),  # >= 0.95
+        "validation exact match, last step": ("train-report", "final_valid"),  # >= 0.95
         "loss - entropy of q": ("curves", "float(running[-1] - floor)"),  # in [0, 0.05)
         "p(right token), smoothed": ("confidence", "float(right.mean())"),  # in (0.85, 0.95)
         "validation exact match, greedy": ("decoders", "final_greedy"),  # >= 0.95
         "validation exact match, beam 4": ("decoders", "final_beam"),  # >= 0.95
-        "recipes, least exact match": ("recipe-table", "min(exact.values())"),  # > 0.6
-        "no smoothing, exact match": ("recipe-table", "exact['no label smoothing']"),
-        "paper's schedule, exact match": ("recipe-table", "exact[\"paper's schedule\"]"),
-        "paper's schedule, last 3 evals, range": ("recipe-table", "max(paper_moves) - min(paper_moves)"),
+        "tuned without smoothing, exact match": ("recipe-table", "exact_plain"),  # >= 0.95
         "p(right token), no smoothing": ("recipe-table", "plain_p"),  # > 0.97
         "cross-entropy, smoothed / plain": ("recipe-table", "smooth_ce / plain_ce"),  # > 2
-        "dropout: least fit of the small set": (
-            "dropout-table", "min(r['training pairs'] for r in small_runs.values())"),  # >= 0.95
-        "dropout: gap closed": ("dropout-table", "gaps[0.0] - gaps[0.3]"),  # > 0
         "German: layers with the swap": ("align-plot", "len(swapped)"),  # >= 1
         "French validation exact match": ("french-valid", "fr_exact"),  # >= 0.9
         "French: layers where 'dix-' reads the unit": ("french-align", "len(by_unit)"),  # >= 1
-        "test exact match, least of the three": ("final-test", "min(em for em, _, _ in scores.values())"),  # >= 0.9
+        "test exact match, least of the two": ("final-test", "min(em for em, _, _ in scores.values())"),  # >= 0.9
         "training seconds": ("train-report", "history.seconds"),
     },
 }
 
+# Lessons 09 and 12 after the trim of 2026-11-26 (issue 30, item 6: a training lesson within 120 s), torch 2.13.0,
+# seed +0, on this machine kind shared with other jobs (load 10-19, so the wall seconds are several times an idle
+# run's and the kernel CPU seconds are inflated too). Lesson 12: the German and French runs take 150 steps, 100 of
+# warm-up to the paper's peak at d = 64 (1.25e-2), then the cosine; section 12.5 continues the trained model 50 steps
+# without smoothing instead of training a second model; the schedule and dropout comparisons moved to
+# benchmarks/capstone_recipe.py (whose results the lesson quotes). Lesson 09: 500 training steps instead of 700.
+# (portable-1: ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1; portable-2: MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=3)
+#
+#   lesson 12, metric (assert)                           default   portable-1   portable-2
+#   validation exact match, last step (>= 0.95)          0.988     0.994        0.986
+#   loss - entropy of q (in [0, 0.05))                   0.026     0.027        0.037
+#   p(right token), smoothed (0.85 .. 0.95)              0.898     0.898        0.896
+#   validation exact match, greedy (>= 0.95)             0.988     0.994        0.986
+#   validation exact match, beam 4 (>= 0.95)             0.986     0.994        0.990
+#   tuned without smoothing, exact match (>= 0.95)       0.996     0.998        0.994
+#   p(right token), no smoothing (> 0.97)                0.995     0.996        0.995
+#   cross-entropy, smoothed / plain (> 2)                17.9      25.5         16.8
+#   German / French layers with the pattern (>= 1)       2 / 2     2 / 2        2 / 1
+#   French validation exact match (>= 0.9)               0.968     0.992        0.978
+#   test exact match, least of the two (>= 0.9)          0.978     0.988        0.980
+#   kernel CPU seconds (whole lesson)                    121       144          262
+#
+# The same German run with seed 1 (benchmarks/capstone_recipe.py schedule, default numerics) ends at 0.980.
+#
+#   lesson 09, metric (assert)                           default   portable-1   portable-2
+#   validation exact match, step 500 (>= 0.98)           0.996     1.000        0.998
+#   loss first / last 25 steps (> 100)                   844       878          907
+#   test exact match (>= 0.98)                           0.994     0.997        0.996
+#   worst format (>= 0.95)                               0.990     0.995        0.995
+#   layers aligned, all formats too (>= 1)               2 / 2     2 / 2        2 / 2
+#   kernel CPU seconds (whole lesson)                    182       206          405
+#
+# A 400-step version of lesson 09 (the same mirror of its cells, default numerics) failed two asserts: test exact
+# match 0.977 and worst format 0.930.
+#
+# Before the trim (history):
 # Lesson 12, measured on 2026-11-26 (torch 2.13.0, this machine kind, seed +0), after the lesson moved every choice
 # to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without
 # smoothing and with the paper's schedule; 12.6 dropout on 150 pairs, 300 steps, the paper's schedule):
@@ -205,7 +235,12 @@ def run_once(path: Path, offset: int, timeout: int) -> dict:
             cells.append(nbformat.v4.new_code_cell(CAPTURE.format(metrics=by_cell.pop(cell["id"]))))
     if by_cell:
         raise ValueError(f"{path.name} has no cells {sorted(by_cell)}")
-    nb.cells = cells + [nbformat.v4.new_code_cell(f"import json\nprint({MARK!r} + json.dumps(_spread))")]
+    # The kernel's own CPU seconds (user + system, all its threads): the lesson's cost, less sensitive to load
+    # than its wall time.
+    last = ("import json, resource\n_usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "_spread['kernel CPU seconds'] = _usage.ru_utime + _usage.ru_stime\n"
+            f"print({MARK!r} + json.dumps(_spread))")
+    nb.cells = cells + [nbformat.v4.new_code_cell(last)]
     client = NotebookClient(nb, km=current_env_kernel_manager(), timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     begin = time.perf_counter()
@@ -255,7 +290,7 @@ def main() -> None:
 
     print(f"\n{args.lesson.name}: {len(runs)} runs ({len(args.configs)} configurations x {len(args.seeds)} seeds)")
     print(f"{'metric':<36}{'min':>10}{'median':>10}{'max':>10}")
-    for name in METRICS[args.lesson.name]:
+    for name in [*METRICS[args.lesson.name], "kernel CPU seconds"]:
         values = [r["metrics"][name] for r in runs if isinstance(r["metrics"].get(name), float)]
         if values:
             print(f"{name:<36}{min(values):>10.4g}{statistics.median(values):>10.4g}{max(values):>10.4g}")

@@ -26,62 +26,11 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from transformer_course.data import shakespeare
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
+from transformer_course.pretrained import character_vocabulary, encode, held_out_loss, lm_loss, window_batch
 from transformer_course.training import train
-
-
-def vocabulary(train_text: str, *held_out: str) -> list[str]:
-    """The characters of the train plays, sorted: the model's ids (no padding or special token is needed).
-    Raises ValueError if a held-out text has a character the train plays lack (the corpus has none)."""
-    vocab = sorted(set(train_text))
-    for text in held_out:
-        unknown = sorted(set(text) - set(vocab))
-        if unknown:
-            raise ValueError(f"held-out text has characters the train plays lack: {unknown}")
-    return vocab
-
-
-def encode(text: str, vocab: list[str]) -> torch.Tensor:
-    """ASCII characters -> ids ``(len(text),)`` (int64), through a table indexed by the character's code."""
-    table = torch.full((128,), -1, dtype=torch.long)
-    table[[ord(c) for c in vocab]] = torch.arange(len(vocab))
-    ids = table[torch.frombuffer(bytearray(text.encode("ascii")), dtype=torch.uint8).long()]
-    if (ids < 0).any():
-        raise ValueError(f"text has characters outside the vocabulary: {sorted(set(text) - set(vocab))}")
-    return ids
-
-
-def window_batch(ids: torch.Tensor, block: int, batch_size: int, seed: int):
-    """``batch(i)``: ``batch_size`` random windows of ``ids``, inputs ``(B, block)`` and targets (the next
-    characters) ``(B, block)``; batch i draws its offsets from its own generator seeded with ``(seed, i)``."""
-    def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + i)
-        starts = torch.randint(len(ids) - block, (batch_size,), generator=generator)
-        rows = starts[:, None] + torch.arange(block + 1)  # (B, block + 1)
-        windows = ids[rows]
-        return windows[:, :-1], windows[:, 1:]
-    return batch
-
-
-def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy (nats per character) of the next character at every position."""
-    inputs, targets = batch
-    logits = model(inputs)  # (B, n, |V|)
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-
-
-def held_out_loss(model: torch.nn.Module, ids: torch.Tensor, block: int, windows: int) -> float:
-    """Mean next-character cross-entropy over ``windows`` evenly spaced windows of ``ids`` (the same windows
-    every time: evaluations are comparable)."""
-    starts = torch.linspace(0, len(ids) - block - 1, windows).long()
-    rows = starts[:, None] + torch.arange(block + 1)
-    data = ids[rows]
-    with torch.no_grad():
-        return sum(lm_loss(model, (data[i:i + 64, :-1], data[i:i + 64, 1:])).item() * len(data[i:i + 64])
-                   for i in range(0, windows, 64)) / windows
 
 
 def cpu_name() -> str:
@@ -112,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     train_text, valid_text = shakespeare("train"), shakespeare("valid")
-    vocab = vocabulary(train_text, valid_text, shakespeare("test"))
+    vocab = character_vocabulary(train_text, valid_text, shakespeare("test"))
     train_ids, valid_ids = encode(train_text, vocab), encode(valid_text, vocab)
     torch.manual_seed(args.seed)
     config = DecoderOnlyConfig(vocab_size=len(vocab), d_model=128, num_heads=4, d_ff=512, num_layers=4,

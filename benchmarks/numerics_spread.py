@@ -265,5 +265,21 @@ def main() -> None:
         print(f"  {r['config']}, seed +{r['seed']}: {'; '.join(r['errors'])}")
 
 
+# --- lesson 13 ----------------------------------------------------------------------------------------------------
+# The in-lesson run (2 blocks, 500 steps) is the only training; the checkpoint's measurements move only with float
+# rounding, so their spread is the numerics' alone.
+METRICS["13_gpt_on_real_text.ipynb"] = {
+    "untrained - uniform, nats": ("model-check", "abs(valid_loss_before - base['uniform'])"),  # < 0.1
+    "lesson run, bits per char": ("run-report", "baselines.bits(valid_loss_after)"),  # < bigram bits - 0.3
+    "bigram, bits per char": ("baselines", "baselines.bits(base['bigram'])"),
+    "checkpoint - its log, nats": ("checkpoint", "abs(gpt_loss - log['final_valid_loss'])"),  # < 1e-3
+    "previous-token share, best head": ("scores-best", "scores['previous character'].max()"),  # > 0.5
+    "speaker's-name share, best head": ("scores-best", "scores[\"speaker's name\"].max()"),  # > 0.1
+    "second copy / first copy, loss": ("induction", "second / first"),  # < 0.5
+    "induction score, best head": ("induction", "induction.max()"),  # > 0.3
+    "lesson run, seconds": ("run-report", "history.seconds"),
+}
+
+
 if __name__ == "__main__":
     main()

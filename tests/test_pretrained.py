@@ -103,3 +103,23 @@ def test_the_shipped_checkpoint():
     # it has learned the plays: well under the bigram baseline (3.62 bits, 2.51 nats) on a held-out play
     ids = pretrained.encode(data.shakespeare("valid"), checkpoint.vocabulary)
     assert pretrained.held_out_loss(model, ids, block=128, windows=64) < 2.0
+
+
+def test_a_run_cut_by_time_is_repeated_by_stop_after(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_checkpoint", SHIPPED.parents[3] / "tools" /
+                                                  "train_checkpoint.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    args = ["--steps", "50", "--eval-windows", "4", "--block", "16", "--batch-size", "2", "--warmup", "0"]
+    assert tool.main(["--out", str(tmp_path / "cut"), "--minutes", "0", *args]) == 0  # stops after its first step
+    assert tool.main(["--out", str(tmp_path / "repeat"), "--stop-after", "1", *args]) == 0
+    cut, repeat = (json.loads((tmp_path / run / "log.json").read_text()) for run in ("cut", "repeat"))
+    assert cut["steps"] == repeat["steps"] == 1 and cut["stopped"].startswith("time budget")
+    assert cut["model_sha256"] == repeat["model_sha256"]
+    # --stop-after keeps the schedule planned for --steps: two steps of a 50-step plan are not a 2-step run
+    assert tool.main(["--out", str(tmp_path / "two"), "--stop-after", "2", *args]) == 0
+    assert tool.main(["--out", str(tmp_path / "short"), *args[:1], "2", *args[2:]]) == 0
+    two, short = (json.loads((tmp_path / run / "log.json").read_text()) for run in ("two", "short"))
+    assert two["steps"] == short["steps"] == 2 and two["model_sha256"] != short["model_sha256"]

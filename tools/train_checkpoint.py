@@ -8,7 +8,9 @@ positions, tied embeddings; block 128) over the characters of the corpus, traine
 (AdamW, warm-up and cosine decay, clipping 1.0) on random windows of the train plays. Everything random comes
 from ``--seed``: the initial weights and, for step i, the windows of batch i (their own generator, seeded from
 the seed and i), so a run with a step budget is the same run on every machine up to floating-point rounding.
-``--minutes`` stops a run early (a safety net: a run cut by time depends on the machine's speed).
+``--minutes`` stops a run early (a safety net: a run cut by time depends on the machine's speed); the log then
+records how many steps ran, and ``--stop-after`` with that number repeats the run on any machine: it stops after
+that many steps with the learning-rate schedule still planned for ``--steps``.
 
 It writes into ``--out``: ``model.pt`` (the float32 state_dict), ``vocab.txt`` (the characters, one id per
 line as JSON strings), ``log.json`` (the configuration, every evaluation's train and validation loss, seconds,
@@ -18,6 +20,7 @@ steps per second, torch version, CPU, threads, and the sha256 of model.pt) and p
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -30,7 +33,7 @@ import torch
 from transformer_course.data import shakespeare
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 from transformer_course.pretrained import character_vocabulary, encode, held_out_loss, lm_loss, window_batch
-from transformer_course.training import train
+from transformer_course.training import train, warmup_cosine
 
 
 def cpu_name() -> str:
@@ -51,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     # measured on a loaded machine, so about 17-27 min on 2 idle cores. Re-measure before the full run.
     parser.add_argument("--steps", type=int, default=8_000)
     parser.add_argument("--minutes", type=float, default=30.0, help="stop after this many minutes (safety net)")
+    parser.add_argument("--stop-after", type=int, help="stop after this many steps, the schedule planned for --steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--block", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -80,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return metrics
 
     history = train(model, window_batch(train_ids, args.block, args.batch_size, args.seed), lm_loss,
-                    max_steps=args.steps, lr=args.lr, warmup_steps=args.warmup, evaluate=evaluate,
+                    max_steps=args.stop_after or args.steps, lr=args.lr, evaluate=evaluate,
+                    schedule=functools.partial(warmup_cosine, warmup_steps=args.warmup, max_steps=args.steps),
                     eval_every=args.eval_every, time_budget=args.minutes * 60, seed=args.seed, progress=False)
     for metrics, step in zip(log_evals, history.eval_steps, strict=True):
         metrics["step"] = step

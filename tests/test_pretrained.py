@@ -100,9 +100,9 @@ def test_the_shipped_checkpoint():
     assert not model.training and model.head.weight is model.token_embedding.weight
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, checkpoint.state_dict[name]), name
-    # it has learned the plays: well under the bigram baseline (3.62 bits, 2.51 nats) on a held-out play
+    # it has learned the plays: far below the bigram baseline (3.62 bits, 2.51 nats) on the held-out plays (log: 1.46)
     ids = pretrained.encode(data.shakespeare("valid"), checkpoint.vocabulary)
-    assert pretrained.held_out_loss(model, ids, block=128, windows=64) < 2.0
+    assert pretrained.held_out_loss(model, ids, block=128, windows=64) < 1.7
 
 
 def test_a_run_cut_by_time_is_repeated_by_stop_after(tmp_path):

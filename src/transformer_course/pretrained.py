@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 
 CHECKPOINT_DIR = "checkpoints/shakespeare"
-CHECKPOINT_SHA256 = "to be set when the checkpoint is trained"
+CHECKPOINT_SHA256 = "2b7fcd2f7e9df1279ff01d4654396c975af9006de516b4e9b15ad25ff4387dd4"
 
 
 # --- characters <-> ids ------------------------------------------------------------------------------------

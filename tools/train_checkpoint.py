@@ -1,6 +1,6 @@
 """Train the course's pretrained character-level GPT on Shakespeare's train plays (lesson 13's checkpoint).
 
-    python tools/train_checkpoint.py --out build/checkpoint            # the full run (--minutes 30)
+    python tools/train_checkpoint.py --out build/checkpoint --minutes 90   # the full run (checkpoints/*/README.md)
     python tools/train_checkpoint.py --out /tmp/smoke --steps 20       # a smoke test
 
 The model is the package's ``DecoderOnlyLM`` (d = 128, 4 layers, 4 heads, d_ff = 512, pre-norm, GELU, learned
@@ -8,7 +8,9 @@ positions, tied embeddings; block 128) over the characters of the corpus, traine
 (AdamW, warm-up and cosine decay, clipping 1.0) on random windows of the train plays. Everything random comes
 from ``--seed``: the initial weights and, for step i, the windows of batch i (their own generator, seeded from
 the seed and i), so a run with a step budget is the same run on every machine up to floating-point rounding.
-``--minutes`` stops a run early (a safety net: a run cut by time depends on the machine's speed).
+``--minutes`` stops a run early (a safety net: a run cut by time depends on the machine's speed); the log then
+records how many steps ran, and ``--stop-after`` with that number repeats the run on any machine: it stops after
+that many steps with the learning-rate schedule still planned for ``--steps``.
 
 It writes into ``--out``: ``model.pt`` (the float32 state_dict), ``vocab.txt`` (the characters, one id per
 line as JSON strings), ``log.json`` (the configuration, every evaluation's train and validation loss, seconds,
@@ -18,6 +20,7 @@ steps per second, torch version, CPU, threads, and the sha256 of model.pt) and p
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -26,62 +29,11 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from transformer_course.data import shakespeare
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
-from transformer_course.training import train
-
-
-def vocabulary(train_text: str, *held_out: str) -> list[str]:
-    """The characters of the train plays, sorted: the model's ids (no padding or special token is needed).
-    Raises ValueError if a held-out text has a character the train plays lack (the corpus has none)."""
-    vocab = sorted(set(train_text))
-    for text in held_out:
-        unknown = sorted(set(text) - set(vocab))
-        if unknown:
-            raise ValueError(f"held-out text has characters the train plays lack: {unknown}")
-    return vocab
-
-
-def encode(text: str, vocab: list[str]) -> torch.Tensor:
-    """ASCII characters -> ids ``(len(text),)`` (int64), through a table indexed by the character's code."""
-    table = torch.full((128,), -1, dtype=torch.long)
-    table[[ord(c) for c in vocab]] = torch.arange(len(vocab))
-    ids = table[torch.frombuffer(bytearray(text.encode("ascii")), dtype=torch.uint8).long()]
-    if (ids < 0).any():
-        raise ValueError(f"text has characters outside the vocabulary: {sorted(set(text) - set(vocab))}")
-    return ids
-
-
-def window_batch(ids: torch.Tensor, block: int, batch_size: int, seed: int):
-    """``batch(i)``: ``batch_size`` random windows of ``ids``, inputs ``(B, block)`` and targets (the next
-    characters) ``(B, block)``; batch i draws its offsets from its own generator seeded with ``(seed, i)``."""
-    def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + i)
-        starts = torch.randint(len(ids) - block, (batch_size,), generator=generator)
-        rows = starts[:, None] + torch.arange(block + 1)  # (B, block + 1)
-        windows = ids[rows]
-        return windows[:, :-1], windows[:, 1:]
-    return batch
-
-
-def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy (nats per character) of the next character at every position."""
-    inputs, targets = batch
-    logits = model(inputs)  # (B, n, |V|)
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-
-
-def held_out_loss(model: torch.nn.Module, ids: torch.Tensor, block: int, windows: int) -> float:
-    """Mean next-character cross-entropy over ``windows`` evenly spaced windows of ``ids`` (the same windows
-    every time: evaluations are comparable)."""
-    starts = torch.linspace(0, len(ids) - block - 1, windows).long()
-    rows = starts[:, None] + torch.arange(block + 1)
-    data = ids[rows]
-    with torch.no_grad():
-        return sum(lm_loss(model, (data[i:i + 64, :-1], data[i:i + 64, 1:])).item() * len(data[i:i + 64])
-                   for i in range(0, windows, 64)) / windows
+from transformer_course.pretrained import character_vocabulary, encode, held_out_loss, lm_loss, window_batch
+from transformer_course.training import train, warmup_cosine
 
 
 def cpu_name() -> str:
@@ -98,10 +50,11 @@ def cpu_name() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for model.pt, vocab.txt and log.json")
-    # 8000 steps of 16 x 128 characters (about 4 passes over the train plays): 0.22 s of one core's time a step,
-    # measured on a loaded machine, so about 17-27 min on 2 idle cores. Re-measure before the full run.
-    parser.add_argument("--steps", type=int, default=8_000)
+    # 4000 steps of 16 x 128 characters (1.9 passes over the train plays): the shipped checkpoint. 1259 CPU seconds,
+    # about 10 min on 2 idle cores (66 min of wall time on a 2-core machine shared with a load of 12 to 19).
+    parser.add_argument("--steps", type=int, default=4_000)
     parser.add_argument("--minutes", type=float, default=30.0, help="stop after this many minutes (safety net)")
+    parser.add_argument("--stop-after", type=int, help="stop after this many steps, the schedule planned for --steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--block", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -112,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     train_text, valid_text = shakespeare("train"), shakespeare("valid")
-    vocab = vocabulary(train_text, valid_text, shakespeare("test"))
+    vocab = character_vocabulary(train_text, valid_text, shakespeare("test"))
     train_ids, valid_ids = encode(train_text, vocab), encode(valid_text, vocab)
     torch.manual_seed(args.seed)
     config = DecoderOnlyConfig(vocab_size=len(vocab), d_model=128, num_heads=4, d_ff=512, num_layers=4,
@@ -131,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return metrics
 
     history = train(model, window_batch(train_ids, args.block, args.batch_size, args.seed), lm_loss,
-                    max_steps=args.steps, lr=args.lr, warmup_steps=args.warmup, evaluate=evaluate,
+                    max_steps=args.stop_after or args.steps, lr=args.lr, evaluate=evaluate,
+                    schedule=functools.partial(warmup_cosine, warmup_steps=args.warmup, max_steps=args.steps),
                     eval_every=args.eval_every, time_budget=args.minutes * 60, seed=args.seed, progress=False)
     for metrics, step in zip(log_evals, history.eval_steps, strict=True):
         metrics["step"] = step

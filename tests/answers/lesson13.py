@@ -8,6 +8,7 @@ here as a learner would write them, not with the checks' variants.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -36,7 +37,7 @@ def bpe(text, num_merges, *, words=True, count="every position", ties="vocabular
         for w, n in pieces.items():
             t = splits[w]
             if count == "every position":
-                for pair in zip(t, t[1:]):
+                for pair in zip(t, t[1:], strict=False):
                     counts[pair] += n
             else:  # a pair counted as merging would take it: "aaa" holds ("a", "a") once
                 i = 0
@@ -79,7 +80,7 @@ def bpe_incremental(text, num_merges):
     rank = {c: i for i, c in enumerate(sorted(set(text)))}
     counts, where = Counter(), {}
     for w, n in words.items():
-        for pair in zip(tokens[w], tokens[w][1:]):
+        for pair in zip(tokens[w], tokens[w][1:], strict=False):
             counts[pair] += n
             where.setdefault(pair, set()).add(w)
     merges = []
@@ -99,9 +100,9 @@ def bpe_incremental(text, num_merges):
                 else:
                     new.append(old[i])
                     i += 1
-            for pair in zip(old, old[1:]):
+            for pair in zip(old, old[1:], strict=False):
                 counts[pair] -= words[w]
-            for pair in zip(new, new[1:]):
+            for pair in zip(new, new[1:], strict=False):
                 counts[pair] += words[w]
                 where.setdefault(pair, set()).add(w)
             tokens[w] = new
@@ -335,3 +336,97 @@ MISTAKES["13.3"] = {"W_q transposed": "transposed-weight",
                     "the class, not the pair": None}
 
 EXERCISES = {"13.1": (WRONG_BPE, RIGHT_BPE), "13.2": (WRONG_LOOP, RIGHT_LOOP), "13.3": (WRONG_GPT, RIGHT_GPT)}
+
+# --- 13.4 my_model: a trained model of Shakespeare's characters ----------------------------------------------
+
+
+@functools.cache
+def _train_ids() -> torch.Tensor:
+    from transformer_course import data
+    from transformer_course.checks import shakespeare_model
+
+    return shakespeare_model.encode(data.shakespeare("train"))
+
+
+class NGram(nn.Module):
+    """A count model, not a GPT: the next character from the last k - 1, by interpolated absolute discounting over
+    orders 1 .. k (Ney et al., 1994). The check grades predictions, whatever makes them: a trigram model reaches about
+    2.9 bits/char, a bigram model about 3.6, a transformer trained for 40 s about 3.4."""
+
+    def __init__(self, k: int, discount: float = 0.75):
+        super().__init__()
+        ids, self.k, self.discount = _train_ids(), k, discount
+        self.V = V = int(ids.max()) + 1
+        for order in range(1, k + 1):
+            code = torch.zeros(len(ids) - order + 1, dtype=torch.long)
+            for j in range(order):
+                code = code * V + ids[j: len(ids) - order + 1 + j]
+            self.register_buffer(f"counts{order}", torch.bincount(code, minlength=V**order).reshape(-1, V).float())
+
+    def forward(self, x):
+        B, n = x.shape
+        unigram = self.counts1[0]
+        p = ((unigram + 1) / (unigram.sum() + self.V)).expand(B, n, self.V)
+        for order in range(2, self.k + 1):
+            context = torch.zeros(B, n, dtype=torch.long)
+            for j in range(order - 1):
+                context = context * self.V + torch.roll(x, order - 2 - j, dims=1)
+            c = getattr(self, f"counts{order}")[context]  # (B, n, V)
+            total, kinds = c.sum(-1, keepdim=True).clamp_min(1), (c > 0).sum(-1, keepdim=True)
+            q = torch.where(c.sum(-1, keepdim=True) > 0,
+                            (c - self.discount).clamp_min(0) / total + self.discount * kinds / total * p, p)
+            has_context = (torch.arange(n) >= order - 2)[None, :, None]  # a window's first characters have less
+            p = torch.where(has_context, q, p)
+        return p.log()
+
+
+def untrained_gpt() -> nn.Module:
+    from transformer_course.checks import shakespeare_model
+    from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
+
+    torch.manual_seed(0)
+    config = DecoderOnlyConfig(len(shakespeare_model.vocabulary()), d_model=32, num_heads=2, d_ff=64, num_layers=1,
+                               max_len=128)
+    return DecoderOnlyLM(config).eval()
+
+
+class LastPositionOnly(nn.Module):
+    """Returns the logits of the last position only, (B, |V|)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = NGram(2)
+
+    def forward(self, ids):
+        return self.inner(ids)[:, -1]
+
+
+def course_checkpoint() -> nn.Module:
+    from transformer_course import pretrained
+
+    return pretrained.shakespeare_gpt()
+
+
+class AsksTheCheckpoint(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(3, 3)
+
+    def forward(self, ids):
+        from transformer_course import pretrained
+
+        return pretrained.shakespeare_gpt()(ids)
+
+
+WRONG_OWN = {
+    "nothing handed in": (None, "not implemented yet"),
+    "untrained": (Deferred(untrained_gpt, slow=False), "the held-out loss is too high"),
+    "last position only": (Deferred(LastPositionOnly, slow=False), "must return logits of shape"),
+    "the course checkpoint": (Deferred(course_checkpoint, slow=False), "the course's pretrained checkpoint"),
+    "asks the checkpoint": (Deferred(AsksTheCheckpoint, slow=False), "the course's pretrained checkpoint"),
+}
+RIGHT_OWN = {"trigram counts": Deferred(lambda: NGram(3), slow=False),
+             "4-gram counts": Deferred(lambda: NGram(4), slow=False)}
+MISTAKES["13.4"] = {"nothing handed in": None, "untrained": "too-high-loss", "last position only": None,
+                    "the course checkpoint": "uses-course-checkpoint", "asks the checkpoint": "uses-course-checkpoint"}
+EXERCISES["13.4"] = (WRONG_OWN, RIGHT_OWN)

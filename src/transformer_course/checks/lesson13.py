@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_course import bpe, data
+from transformer_course import bpe, data, pretrained
 from transformer_course.checks.core import (
     Case,
     CheckFailed,
@@ -411,8 +411,6 @@ def _random_weights_from(mixed_seed: int) -> Weights:
 
 @functools.cache
 def _course_weights() -> Weights:
-    from transformer_course import pretrained
-
     checkpoint = pretrained.shakespeare_checkpoint()
     return Weights("the course checkpoint", checkpoint.config, checkpoint.state_dict, checkpoint.vocabulary)
 
@@ -506,7 +504,6 @@ def _untied_head(model: nn.Module, weights: Weights) -> bool:
 def _gpt_cases() -> list[Case]:
     """A small GPT with random weights on random tokens, then the course checkpoint on two windows of the test plays
     (the public cases from even-numbered 64-character windows, the hidden ones from odd-numbered ones)."""
-    from transformer_course import pretrained
     from transformer_course.checks import core
 
     g = case_generator(133)
@@ -555,10 +552,12 @@ GPT_MISTAKES = [
     *[Mistake("transposed-weight",
               "a weight matrix is transposed: nn.Linear keeps its weight as (out_features, in_features) and computes "
               "x @ W.T + b; the checkpoint stores it the same way, so copy it as it is (GPT-2's Conv1D checkpoints "
-              "are the ones that need .T).", _GPTRun(greedy=False, transpose=(name,))) for name in ("W_q", "W_k", "W_v", "W_o")],
+              "are the ones that need .T).", _GPTRun(greedy=False, transpose=(name,)))
+      for name in ("W_q", "W_k", "W_v", "W_o")],
     *[Mistake("qkv-swapped",
               "the query, key and value projections are mixed up: W_q makes the queries, W_k the keys and W_v the "
-              "values; copy each into its own place.", _GPTRun(greedy=False, qkv=order)) for order in ("kqv", "vkq", "qvk")],
+              "values; copy each into its own place.", _GPTRun(greedy=False, qkv=order))
+      for order in ("kqv", "vkq", "qvk")],
     Mistake("final-norm-missing",
             "the final LayerNorm is missing: a pre-norm GPT normalises the last block's output (the checkpoint's "
             "norm.weight and norm.bias) before the output head.", _GPTRun(greedy=False, final_norm=False)),

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_course import data
+from transformer_course import data, pretrained
 from transformer_course.checks.core import Case, CheckFailed, Mistake, Score, call_answer, case_seed, exercise
 
 CONTEXT = 128  # characters a model reads (the course checkpoint's block size)
@@ -48,23 +48,18 @@ SAME_WEIGHTS = 0.5  # a weight matrix correlating at least this much with one of
 
 @functools.cache
 def vocabulary() -> tuple[str, ...]:
-    """The characters of the training plays, in code-point order: id i is ``vocabulary()[i]``."""
-    return tuple(sorted(set(data.shakespeare("train"))))
+    """The characters of the training plays, in code-point order: id i is ``vocabulary()[i]`` (the checkpoint's)."""
+    return pretrained.character_vocabulary(data.shakespeare("train"))
 
 
 def encode(text: str) -> torch.Tensor:
     """The ids ``(len(text),)`` of ``text``'s characters; ValueError for a character outside :func:`vocabulary`."""
-    stoi = {c: i for i, c in enumerate(vocabulary())}
-    unknown = sorted(set(text) - set(stoi))
-    if unknown:
-        raise ValueError(f"text has characters outside the vocabulary: {unknown}")
-    return torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    return pretrained.encode(text, vocabulary())
 
 
 def decode(ids) -> str:
     """The text of character ids (a tensor or a list)."""
-    chars = vocabulary()
-    return "".join(chars[int(i)] for i in ids)
+    return pretrained.decode(ids, vocabulary())
 
 
 @functools.cache
@@ -119,16 +114,12 @@ def _device_of(model: nn.Module) -> torch.device:
 
 
 def _checkpoint_model() -> nn.Module:
-    from transformer_course import pretrained
-
     return pretrained.shakespeare_gpt()
 
 
 def weight_correlation(model: nn.Module) -> float:
     """The largest correlation (absolute Pearson) between a weight matrix of ``model`` and a matrix of the same
     shape of the course checkpoint; 0.0 when no shapes match."""
-    from transformer_course import pretrained
-
     theirs = [t.float().flatten() for t in pretrained.shakespeare_checkpoint().state_dict.values() if t.dim() >= 2]
     best = 0.0
     for p in model.parameters():
@@ -164,7 +155,8 @@ def band(bits: float) -> tuple[int, str]:
     return 0, needs
 
 
-def _from_checkpoint(logits: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor, correlation: float) -> str | None:
+def _from_checkpoint(logits: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
+                     correlation: float) -> str | None:
     """Why these predictions (or weights) come from the course checkpoint, or None."""
     if correlation >= SAME_WEIGHTS:
         return f"a weight matrix of your model correlates {correlation:.2f} with one of the course checkpoint's"

@@ -128,3 +128,16 @@ def test_a_count_model_is_graded_in_the_kernel_and_again_outside_it(tmp_path, mo
     found = confirm("13.4", tmp_path / "13.4.pt")
     assert found.message in line and found.cases == shakespeare_model.SAMPLE
     assert found.verdict in ("partial", "passed") and found.points >= 1
+
+
+def test_an_answer_that_fails_on_a_later_case_is_rejected():
+    """Every case counts: right on the first case and raising on the next is a failure, reported as the error."""
+    first = lesson13._bpe_cases()[0].args["text"]
+
+    def right_once(text, num_merges):
+        if text != first:
+            raise KeyError("a case I did not expect")
+        return bpe.train_bpe(text, num_merges)
+
+    with pytest.raises(CheckFailed, match="KeyError"):
+        check("13.1", right_once)

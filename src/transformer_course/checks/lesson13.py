@@ -32,13 +32,16 @@ from transformer_course.checks.core import (
 )
 
 
-def _verdict(results: list[tuple[Case, object, object]], same: Callable[[object, object], str | None],
-             mistakes: Sequence[Mistake], describe: Callable[[object], str] | None = None) -> int:
-    """The verdict on (case, expected, got) for every case the answer ran on: the number of cases when all agree,
-    else CheckFailed on the first case that differs, naming the mistake whose variant gives the learner's result on
-    every case (the ones that passed included), and no mistake when none does."""
+def _verdict(run: tuple[list, CheckFailed | None], same: Callable[[object, object], str | None],
+             mistakes: Sequence[Mistake]) -> int:
+    """The verdict on ``run`` (from :func:`_run_all`): the number of cases when the answer ran on every one and agreed,
+    else CheckFailed: on the first case that differs, naming the mistake whose variant gives the learner's result on
+    every case it ran on (the ones that agreed included), and no mistake when none does; else the learner's error."""
+    results, error = run
     failing = [(case, expected, got) for case, expected, got in results if same(expected, got) is not None]
     if not failing:
+        if error is not None:
+            raise error
         return len(results)
     case, expected, got = failing[0]
     hint = None
@@ -52,19 +55,21 @@ def _verdict(results: list[tuple[Case, object, object]], same: Callable[[object,
     raise CheckFailed(f"wrong result for {case.describe()}\n  {same(expected, got)}", mistake=hint)
 
 
-def _run_all(answer, cases: Sequence[Case], reference: Callable, mistakes: Sequence[Mistake] = ()) -> list:
-    """(case, expected, got) for each case; a learner's error on a later case stops there (earlier results kept)."""
+def _run_all(answer, cases: Sequence[Case], reference: Callable,
+             mistakes: Sequence[Mistake] = ()) -> tuple[list, CheckFailed | None]:
+    """(case, expected, got) for each case the answer ran on, and the learner's error (a CheckFailed) that stopped it
+    on a later case, if any; an error on the first case is raised at once."""
     results = []
     for case in cases:
         expected = reference(*case.fresh_args())
         try:
             got = call_answer(answer, case, mistakes)
-        except CheckFailed:
+        except CheckFailed as error:
             if not results:
                 raise
-            break
+            return results, error
         results.append((case, expected, got))
-    return results
+    return results, None
 
 
 # --- 13.1 BPE from scratch ------------------------------------------------------------------------------------
@@ -370,8 +375,7 @@ LOOP_MISTAKES = [
 def check_training_loop(answer) -> int:
     require_callable(answer)
     run = answer if getattr(answer, "replays_records", False) else _LoopRun(answer)
-    results = _run_all(run, _loop_cases(), _LoopRun(_reference_loop), LOOP_MISTAKES)
-    return _verdict(results, _same_run, LOOP_MISTAKES)
+    return _verdict(_run_all(run, _loop_cases(), _LoopRun(_reference_loop), LOOP_MISTAKES), _same_run, LOOP_MISTAKES)
 
 
 # --- 13.3 your GPT, with the course's weights -------------------------------------------------------------------
@@ -583,9 +587,8 @@ def check_gpt(answer) -> int:
         require_callable(answer[1], "load_checkpoint, a function: load_checkpoint(model, state_dict)")
         run = _GPTRun(*answer)
     _FLAGS.clear()
-    results = _run_all(run, _gpt_cases(), _GPTRun())
     try:
-        return _verdict(results, _same_gpt, GPT_MISTAKES)
+        return _verdict(_run_all(run, _gpt_cases(), _GPTRun()), _same_gpt, GPT_MISTAKES)
     except CheckFailed as failure:
         if failure.mistake is None and _FLAGS.get("untied-head"):
             raise CheckFailed(failure.message, mistake=HEAD_NOT_TIED) from None

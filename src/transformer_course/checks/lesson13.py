@@ -1,6 +1,6 @@
 """Checks for lesson 13, a GPT of Shakespeare: BPE from scratch (13.1), the training loop (13.2) and the learner's own
 GPT loaded with the course's checkpoint (13.3). Exercise 13.4, graded by what a model achieves, is in
-:mod:`.gpt_on_real_text`.
+:mod:`.shakespeare_model`.
 
 Every check runs all its cases before its verdict, and names a mistake only when that mistake's variant of the
 reference reproduces the learner's results on every case (issue 34: no name is better than a wrong one).
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import pairwise
@@ -227,7 +228,9 @@ def _reference_loop(model, batches, optimizer, scheduler, max_norm, *, zero_grad
     losses = []
     for x, y in batches:
         if scheduler is not None and schedule == "before":
-            scheduler.step()
+            with warnings.catch_warnings():  # PyTorch warns of this very mistake: the learner's own code shows it
+                warnings.simplefilter("ignore", UserWarning)
+                scheduler.step()
         if zero_grad:
             optimizer.zero_grad()
         logits = model(x)  # (B, n, |V|)

@@ -49,7 +49,10 @@ def test_hidden_cases_share_no_text_with_the_public_ones(monkeypatch):
     public_bpe = {c.args["text"] for c in lesson13._bpe_cases()}
     public_windows = {tuple(row.tolist()) for row in shakespeare_model.held_out_windows()}
     public_gpt = lesson13._gpt_cases()[1].args["tokens"]
+    public_loop = lesson13._LoopRun(lesson13._reference_loop)(*lesson13._loop_cases()[0].fresh_args())
     monkeypatch.setattr(core, "CASES_SEED", 4242)
+    hidden_loop = lesson13._LoopRun(lesson13._reference_loop)(*lesson13._loop_cases()[0].fresh_args())
+    assert not torch.equal(public_loop[1], hidden_loop[1])  # other weights, batches and dropout draws
     drawn = {c.args["text"] for c in lesson13._bpe_cases()} - {t for _, t, _ in lesson13.BPE_TEXTS}
     assert drawn and not drawn & public_bpe
     hidden_windows = {tuple(row.tolist()) for row in shakespeare_model.held_out_windows()}

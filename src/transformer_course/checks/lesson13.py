@@ -248,11 +248,12 @@ def _reference_loop(model, batches, optimizer, scheduler, max_norm, *, zero_grad
 
 
 @functools.cache
-def _loop_task(seed: int) -> tuple[dict, list]:
-    """A small GPT's initial weights (dropout 0.2) and LOOP_STEPS batches of 4 sequences of 12 tokens over 19."""
+def _loop_task(mixed_seed: int) -> tuple[dict, list]:
+    """A small GPT's initial weights (dropout 0.2) and LOOP_STEPS batches of 4 sequences of 12 tokens over 19, drawn
+    from ``mixed_seed`` (a case's seed mixed with the cases seed: ``core.case_seed``)."""
     from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 
-    g = case_generator(seed)
+    g = torch.Generator().manual_seed(mixed_seed)
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=g)))
     model = DecoderOnlyLM(DecoderOnlyConfig(19, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=16,
                                             dropout=0.2))
@@ -274,7 +275,7 @@ def _loop_setup(seed, optimizer_name, lr, schedule):
     """A fresh model (in eval mode, as after an evaluation), its optimizer and scheduler, and the batches."""
     from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 
-    weights, batches = _loop_task(seed)
+    weights, batches = _loop_task(case_seed(seed))
     model = DecoderOnlyLM(DecoderOnlyConfig(19, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=16,
                                             dropout=0.2))
     model.load_state_dict(weights)
@@ -300,14 +301,14 @@ class _LoopRun:
 
     def __call__(self, seed, optimizer_name, lr, max_norm, schedule):
         if self.loop is _reference_loop:  # the reference and the mistakes' variants: the same on every call
-            return _cached_reference_run(tuple(sorted(self.options.items())), seed, optimizer_name, lr, max_norm,
-                                         schedule)
+            return _cached_reference_run(tuple(sorted(self.options.items())), case_seed(seed), seed, optimizer_name,
+                                         lr, max_norm, schedule)
         return self._run(seed, optimizer_name, lr, max_norm, schedule)
 
     def _run(self, seed, optimizer_name, lr, max_norm, schedule):
         model, batches, optimizer, scheduler = _loop_setup(seed, optimizer_name, lr, schedule)
         state = torch.get_rng_state()
-        torch.manual_seed(seed)  # the dropout masks: the same for the answer and the reference
+        torch.manual_seed(case_seed(seed))  # the dropout masks: the same for the answer and the reference
         try:
             losses = self.loop(model, batches, optimizer, scheduler, max_norm, **self.options)
         finally:
@@ -317,7 +318,8 @@ class _LoopRun:
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_reference_run(options: tuple, *case) -> tuple[list[float], torch.Tensor]:
+def _cached_reference_run(options: tuple, mixed_seed: int, *case) -> tuple[list[float], torch.Tensor]:
+    """The reference's (or a variant's) run on a case; ``mixed_seed`` keys the cache to the cases seed."""
     losses, params = _LoopRun(_reference_loop, **dict(options))._run(*case)
     return losses, params.clone()
 

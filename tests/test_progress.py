@@ -80,7 +80,7 @@ def test_the_lessons_progress_lists_its_registered_exercises_in_order():
 
 
 @pytest.mark.parametrize("lesson, error, message", [
-    ("13", ValueError, "lesson must be one of 01, 02, .*, got '13'"),
+    ("14", ValueError, "lesson must be one of 01, 02, .*, got '14'"),
     (None, TypeError, "lesson must be a lesson number such as '03' or 3, got NoneType None"),
 ])
 def test_a_wrong_lesson_is_named(lesson, error, message):

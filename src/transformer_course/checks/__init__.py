@@ -18,6 +18,8 @@ from transformer_course.checks import (  # noqa: F401  (importing a lesson modul
     lesson10,
     lesson11,
     lesson12,
+    lesson13,
+    shakespeare_model,
 )
 from transformer_course.checks.core import CheckFailed, check, install_ipython_handler
 from transformer_course.checks.registry import REGISTRY, Exercise

@@ -1,0 +1,225 @@
+"""Exercise 13.4: the learner's own GPT of Shakespeare, trained from scratch in the notebook and graded by what it
+achieves: its cross-entropy, in bits per character, on lines of plays it never saw.
+
+The learner trains on ``data.shakespeare("train")`` (and may watch ``"valid"``, which :func:`evaluate_model`
+measures exactly as the check does) and hands in the trained ``nn.Module``: ``model(ids)`` maps character ids
+``(B, n)``, n <= CONTEXT, over :func:`vocabulary`, to logits ``(B, n, |V|)``.
+
+**What the check measures.** :data:`SAMPLE` windows of CONTEXT + 1 characters of the *test* plays (never the
+validation plays, which the learner may tune on), drawn with ``core.case_seed``: the public cases from the
+even-numbered windows, the grader's hidden ones (``--cases-seed``) from the odd-numbered ones. The model reads the
+first CONTEXT characters and is scored on predicting each next one: bits/char = mean cross-entropy / ln 2. The
+points come in :data:`BANDS`.
+
+**Not the course's checkpoint.** The course ships a pretrained model of the same data (``transformer_course
+.pretrained``). A model that is that checkpoint, or was initialised from it, or whose forward calls it, scores 0
+and says why (:func:`_from_checkpoint`): its predictions on the held-out windows are compared with the
+checkpoint's (a model trained from scratch in a minute differs from it by far more than :data:`SAME_PREDICTIONS`),
+and its weight matrices with the checkpoint's (a trained-from-scratch matrix correlates with none of them). A model
+distilled from the checkpoint's outputs is neither, and is not detected: the grader flags code that reads the
+checkpoint, and the instructor guide says what the grader cannot confirm.
+
+Re-checked outside the kernel: the learner's model is called twice through ``core.call_answer``, by functions that
+return the logits on the held-out windows and the weights' largest correlation with the checkpoint; the grader
+records both and scores them again in its own process, against the checkpoint's predictions it computes itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_course import data, pretrained
+from transformer_course.checks.core import Case, CheckFailed, Mistake, Score, call_answer, case_seed, exercise
+
+CONTEXT = 128  # characters a model reads (the course checkpoint's block size)
+SAMPLE = 64  # held-out windows scored per check: 64 x 128 = 8,192 predictions
+SAMPLE_SEED = 134
+POINTS = 4
+# (points, bits/char at most), best first, set from measured runs (:data:`RUNS`): full marks sit 0.06 bits below the
+# worst run of the solution's recipe, and below a bigram count model (3.59); 1 point needs to beat a unigram (4.83).
+BANDS = ((4, 3.55), (3, 3.80), (2, 4.20), (1, 4.70))
+#: What the bands were set from, on the public and a hidden sample (seed 20261125) of the held-out windows. The
+#: solution's recipe (solutions/13: its own GPT, d = 64, 2 layers, 4 heads, d_ff 256, learned positions, tied head;
+#: 800 steps of 8 windows of 128 characters, AdamW 3e-3, 50 warm-up steps then a cosine down to 10%, clipping 1.0),
+#: run from the solution's cells on a shared 2-core machine (load average 15-20, so wall times are inflated; CPU
+#: seconds of the training cell are given): (configuration, seed shift, CPU s, public, hidden).
+RUNS = (("threads=1", 0, 36.4, 3.455, 3.463), ("default (2 threads)", 1, 42.4, 3.465, 3.487))
+#: Count models of the training plays (interpolated absolute discounting, tests/answers/lesson13.py), public sample.
+COUNT_MODELS = {"unigram": 4.83, "bigram": 3.59, "trigram": 2.94, "4-gram": 2.52}
+SAME_PREDICTIONS = 0.05  # nats: mean |log p(next char)| difference below which a model predicts as the checkpoint
+SAME_WEIGHTS = 0.5  # a weight matrix correlating at least this much with one of the checkpoint's comes from it
+
+
+@functools.cache
+def vocabulary() -> tuple[str, ...]:
+    """The characters of the training plays, in code-point order: id i is ``vocabulary()[i]`` (the checkpoint's)."""
+    return pretrained.character_vocabulary(data.shakespeare("train"))
+
+
+def encode(text: str) -> torch.Tensor:
+    """The ids ``(len(text),)`` of ``text``'s characters; ValueError for a character outside :func:`vocabulary`."""
+    return pretrained.encode(text, vocabulary())
+
+
+def decode(ids) -> str:
+    """The text of character ids (a tensor or a list)."""
+    return pretrained.decode(ids, vocabulary())
+
+
+@functools.cache
+def _windows(split: str) -> torch.Tensor:
+    """Every window of CONTEXT + 1 characters of ``split`` that lies within the vocabulary, one after the other:
+    ``(W, CONTEXT + 1)``."""
+    text, step = data.shakespeare(split), CONTEXT + 1
+    known = set(vocabulary())
+    rows = [encode(text[i: i + step]) for i in range(0, len(text) - step + 1, step) if set(text[i: i + step]) <= known]
+    return torch.stack(rows)
+
+
+def held_out_windows() -> torch.Tensor:
+    """The windows the check scores ``(SAMPLE, CONTEXT + 1)``: the public cases from the even-numbered windows of the
+    test plays, the hidden ones (a cases seed) from the odd-numbered ones."""
+    from transformer_course.checks import core
+
+    windows = _windows("test")[0 if core.CASES_SEED is None else 1:: 2]
+    g = torch.Generator().manual_seed(case_seed(SAMPLE_SEED))
+    return windows[torch.randperm(len(windows), generator=g)[:SAMPLE].sort().values]
+
+
+def _logits_of(model, ids: torch.Tensor) -> torch.Tensor:
+    """The model's logits on ``ids`` ``(B, CONTEXT)`` in eval mode and without gradients, checked: ``(B, n, |V|)``;
+    the model's modes are restored afterwards."""
+    if model is None:
+        raise CheckFailed("my_model is not implemented yet: build and train your model in the answer cell and leave it "
+                          "in `my_model` (it is still None).")
+    if not isinstance(model, nn.Module):
+        raise CheckFailed(f"my_model must be your trained model, an nn.Module whose forward(ids) returns logits "
+                          f"(B, n, |V|); got {type(model).__name__}")
+    modes = {module: module.training for module in model.modules()}
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(ids.to(_device_of(model)))
+    finally:
+        for module, mode in modes.items():
+            module.training = mode
+    expected = (ids.shape[0], ids.shape[1], len(vocabulary()))
+    if type(logits) not in (torch.Tensor, nn.Parameter) or tuple(logits.shape) != expected \
+            or not logits.is_floating_point():
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise CheckFailed(f"my_model(ids) must return logits of shape (B, n, |V|) = {expected}, got {got}")
+    return logits.detach().float().cpu()
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _checkpoint_model() -> nn.Module:
+    return pretrained.shakespeare_gpt()
+
+
+def weight_correlation(model: nn.Module) -> float:
+    """The largest correlation (absolute Pearson) between a weight matrix of ``model`` and a matrix of the same
+    shape of the course checkpoint; 0.0 when no shapes match."""
+    theirs = [t.float().flatten() for t in pretrained.shakespeare_checkpoint().state_dict.values() if t.dim() >= 2]
+    best = 0.0
+    for p in model.parameters():
+        if p.dim() < 2:
+            continue
+        mine = p.detach().float().cpu().flatten()
+        for t in theirs:
+            if t.shape == mine.shape and mine.std() > 0 and t.std() > 0:
+                best = max(best, abs(torch.corrcoef(torch.stack([mine, t]))[0, 1].item()))
+    return best
+
+
+def bits_per_char(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean cross-entropy of ``logits`` ``(B, n, |V|)`` on ``targets`` ``(B, n)``, in bits per character."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten()).item() / math.log(2)
+
+
+def evaluate_model(model: nn.Module, split: str = "valid", windows: int = SAMPLE) -> float:
+    """Bits per character of ``model`` on ``windows`` windows of ``split``, measured as the check measures it:
+    ``evaluate_model(my_model)`` on the validation plays."""
+    rows = _windows(split)
+    rows = rows[torch.linspace(0, len(rows) - 1, min(windows, len(rows))).long()]
+    return bits_per_char(_logits_of(model, rows[:, :-1]), rows[:, 1:])
+
+
+def band(bits: float) -> tuple[int, str]:
+    """The points of a held-out bits/char, and what the next band needs."""
+    needs = ""
+    for points, threshold in BANDS:
+        if bits <= threshold:
+            return points, needs
+        needs = f"{points} point{'s' if points > 1 else ''} need{'s' if points == 1 else ''} bits/char <= {threshold}"
+    return 0, needs
+
+
+def _from_checkpoint(logits: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
+                     correlation: float) -> str | None:
+    """Why these predictions (or weights) come from the course checkpoint, or None."""
+    if correlation >= SAME_WEIGHTS:
+        return f"a weight matrix of your model correlates {correlation:.2f} with one of the course checkpoint's"
+    mine = logits.log_softmax(-1).gather(-1, targets[..., None])
+    ckpt = _logits_of(_checkpoint_model(), inputs).log_softmax(-1)
+    theirs = ckpt.gather(-1, targets[..., None])
+    gap = (mine - theirs).abs().mean().item()
+    if gap < SAME_PREDICTIONS:
+        return f"your model's predictions differ from the course checkpoint's by {gap:.3f} nats a character on average"
+    return None
+
+
+class _Run:
+    """Calls the learner's model on the held-out inputs (``what="logits"``) or measures its weights against the
+    checkpoint's (``what="weights"``): plain values, which the grader records and scores again."""
+
+    def __init__(self, model, what: str):
+        self.model, self.what = model, what
+        self.__name__ = "your model"
+
+    def __call__(self, ids: torch.Tensor):
+        if self.what == "logits":
+            return _logits_of(self.model, ids)
+        if not isinstance(self.model, nn.Module):
+            return 0.0
+        return weight_correlation(self.model)
+
+
+@exercise("13.4", title="Your own GPT of Shakespeare", points=POINTS)
+def check_own_gpt(answer) -> Score:
+    windows = held_out_windows()
+    inputs, targets = windows[:, :-1], windows[:, 1:]
+    replay = getattr(answer, "replays_records", False)
+    case = Case(f"{SAMPLE} windows of {CONTEXT} characters of the test plays", {"ids": inputs})
+    logits = call_answer(answer if replay else _Run(answer, "logits"), case)
+    if type(logits) is not torch.Tensor or tuple(logits.shape) != (*inputs.shape, len(vocabulary())) \
+            or not logits.is_floating_point():
+        raise CheckFailed("the logits recorded are malformed")
+    correlation = call_answer(answer if replay else _Run(answer, "weights"), case)
+    if isinstance(correlation, bool) or not isinstance(correlation, float):
+        raise CheckFailed("the weight correlation recorded is malformed")
+    if torch.isnan(logits).any():
+        raise CheckFailed("my_model returned NaN logits", mistake=Mistake(
+            "training-diverged", "the training diverged (a NaN loss): lower the learning rate and clip the gradients."))
+    bits = bits_per_char(logits, targets)
+    measured = f"{bits:.3f} bits/char on {SAMPLE * CONTEXT:,} held-out characters"
+    reason = _from_checkpoint(logits, inputs, targets, correlation)
+    if reason is not None:
+        raise CheckFailed(f"0/{POINTS} points: {reason}.", mistake=Mistake(
+            "uses-course-checkpoint", "the model is (or starts from, or calls) the course's pretrained checkpoint: "
+            "this exercise asks for a model you train from scratch."))
+    points, needs = band(bits)
+    if points == 0:
+        raise CheckFailed(f"0/{POINTS} points: {measured}; {needs}.", mistake=Mistake(
+            "too-high-loss", "the held-out loss is too high: train longer or a larger model, within the time limit "
+            "(a uniform guess over the characters is log2|V| bits/char)."))
+    return Score(points, measured + (f"; {needs}" if needs else ""), SAMPLE)

@@ -1,0 +1,432 @@
+"""Answers to lesson 13's exercises: known-wrong ones with the hint their check must give, and correct ones written
+differently from the solution, which the check must accept.
+
+``MISTAKES`` gives, for every wrong answer, the id of the mistake its rejection must name, or None where no known
+mistake explains it (tests/test_lesson13_checks.py: its own name or none, never another's). The answers are written
+here as a learner would write them, not with the checks' variants.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+import re
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.answers import Deferred
+
+# --- 13.1 train_bpe(text, num_merges) -----------------------------------------------------------------------
+
+WORDS = re.compile(r" ?\S+|\s")
+
+
+def bpe(text, num_merges, *, words=True, count="every position", ties="vocabulary", recount=True, direction="left",
+        extra=0):
+    """BPE recounted after every merge; each keyword changes one thing, as a learner's mistake does."""
+    pieces = Counter(WORDS.findall(text) if words else [text])
+    splits = {w: list(w) for w in pieces}
+    rank = {c: i for i, c in enumerate(sorted(set(text)))}
+    merges, first_counts = [], None
+    while len(merges) < num_merges + extra:
+        counts = Counter()
+        for w, n in pieces.items():
+            t = splits[w]
+            if count == "every position":
+                for pair in zip(t, t[1:], strict=False):
+                    counts[pair] += n
+            else:  # a pair counted as merging would take it: "aaa" holds ("a", "a") once
+                i = 0
+                while i + 1 < len(t):
+                    counts[(t[i], t[i + 1])] += n
+                    i += 2 if i + 2 < len(t) and t[i] == t[i + 1] == t[i + 2] else 1
+        if not recount:
+            first_counts = first_counts or counts
+            counts = Counter({p: c for p, c in first_counts.items() if p not in merges})
+        if not counts:
+            break
+        if ties == "vocabulary":
+            best = min(counts, key=lambda p: (-counts[p], rank[p[0]], rank[p[1]]))
+        elif ties == "max of strings":
+            best = max(counts, key=lambda p: (counts[p], p))
+        else:  # counts.most_common: the first counted wins
+            best = counts.most_common(1)[0][0]
+        merges.append(best)
+        rank.setdefault(best[0] + best[1], len(rank))
+        for w, t in splits.items():
+            if direction == "right":
+                t = t[::-1]
+            out, i = [], 0
+            pair = best if direction == "left" else best[::-1]
+            while i < len(t):
+                if i + 1 < len(t) and (t[i], t[i + 1]) == pair:
+                    out.append(t[i] + t[i + 1] if direction == "left" else t[i + 1] + t[i])
+                    i += 2
+                else:
+                    out.append(t[i])
+                    i += 1
+            splits[w] = out[::-1] if direction == "right" else out
+    return merges
+
+
+def bpe_incremental(text, num_merges):
+    """Counts kept up to date word by word (as the package and tokenizers do), the best pair from a heap."""
+    words = Counter(WORDS.findall(text))
+    tokens = {w: list(w) for w in words}
+    rank = {c: i for i, c in enumerate(sorted(set(text)))}
+    counts, where = Counter(), {}
+    for w, n in words.items():
+        for pair in zip(tokens[w], tokens[w][1:], strict=False):
+            counts[pair] += n
+            where.setdefault(pair, set()).add(w)
+    merges = []
+    while len(merges) < num_merges:
+        live = [(-c, rank[p[0]], rank[p[1]], p) for p, c in counts.items() if c > 0]
+        if not live:
+            break
+        best = heapq.nsmallest(1, live)[0][3]
+        merges.append(best)
+        rank.setdefault("".join(best), len(rank))
+        for w in where.pop(best, set()):
+            old, new, i = tokens[w], [], 0
+            while i < len(old):
+                if old[i:i + 2] == list(best):
+                    new.append("".join(best))
+                    i += 2
+                else:
+                    new.append(old[i])
+                    i += 1
+            for pair in zip(old, old[1:], strict=False):
+                counts[pair] -= words[w]
+            for pair in zip(new, new[1:], strict=False):
+                counts[pair] += words[w]
+                where.setdefault(pair, set()).add(w)
+            tokens[w] = new
+        counts = Counter({p: c for p, c in counts.items() if c > 0})
+    return merges
+
+
+WRONG_BPE = {
+    "across words": (lambda t, n: bpe(t, n, words=False), "merges cross word boundaries"),
+    "aaa counted once": (lambda t, n: bpe(t, n, count="as merged"), 'a run like "aaa" is counted as one pair'),
+    "ties: most_common": (lambda t, n: bpe(t, n, ties="first counted"), "ties are broken another way"),
+    "ties: largest strings": (lambda t, n: bpe(t, n, ties="max of strings"), "wrong result for"),
+    "counts not updated": (lambda t, n: bpe(t, n, recount=False), "the pair counts are not updated"),
+    "merged from the right": (lambda t, n: bpe(t, n, direction="right"), "a pair is merged from the right"),
+    "one merge too many": (lambda t, n: bpe(t, n, extra=1), "wrong result for"),
+    "merges as joined strings": (lambda t, n: ["".join(p) for p in bpe(t, n)], "should be a pair of strings"),
+}
+RIGHT_BPE = {
+    "incremental counts": bpe_incremental,
+    "lists, not tuples": lambda t, n: [list(p) for p in bpe(t, n)],
+}
+MISTAKES = {
+    "13.1": {"across words": "merges-across-words", "aaa counted once": "overlapping-pair-counted-once",
+             "ties: most_common": "ties-broken-differently", "ties: largest strings": None,
+             "counts not updated": "counts-not-updated", "merged from the right": "merges-from-the-right",
+             "one merge too many": None, "merges as joined strings": None},
+}
+
+# --- 13.2 train_loop(model, batches, optimizer, scheduler, max_norm) -----------------------------------------
+
+
+def loop(model, batches, optimizer, scheduler, max_norm, *, zero=True, clip="before", schedule="after", loss="mean",
+         train=True):
+    if train:
+        model.train()
+    losses = []
+    for x, y in batches:
+        if schedule == "before":
+            scheduler.step()
+        if zero:
+            optimizer.zero_grad()
+        logits = model(x)
+        value = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=loss)
+        value.backward()
+        if clip == "before":
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        if clip == "after":
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if schedule == "after":
+            scheduler.step()
+        losses.append(value.item())
+    return losses
+
+
+def loop_by_hand(model, batches, optimizer, scheduler, max_norm):
+    """The loss from log_softmax by hand, the clipping by hand, zero_grad after each step instead of before."""
+    model.train()
+    losses = []
+    for x, y in batches:
+        log_p = model(x).log_softmax(-1)  # (B, n, |V|)
+        loss = -log_p.gather(-1, y.unsqueeze(-1)).mean()
+        loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
+        if norm > max_norm:
+            for g in grads:
+                g.mul_(max_norm / (norm + 1e-6))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+        scheduler.step()
+        losses.append(float(loss))
+    return losses
+
+
+def loop_eval_inside(model, batches, optimizer, scheduler, max_norm):
+    """Evaluates on the first batch before each step (eval mode, no gradients), then goes back to train mode."""
+    losses = []
+    for x, y in batches:
+        model.eval()
+        with torch.no_grad():
+            model(x)
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
+
+def loop_left_in_eval(model, batches, optimizer, scheduler, max_norm):
+    """Evaluates before each step and forgets to go back to train mode."""
+    losses = []
+    for x, y in batches:
+        model.eval()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+WRONG_LOOP = {
+    "no zero_grad": (lambda *a: loop(*a, zero=False), "the gradients are not zeroed"),
+    "clipped after the step": (lambda *a: loop(*a, clip="after"), "the step uses unclipped gradients"),
+    "never clipped": (lambda *a: loop(*a, clip="never"), "the step uses unclipped gradients"),
+    "scheduler before the step": (lambda *a: loop(*a, schedule="before"), "scheduler.step() comes before"),
+    "scheduler never stepped": (lambda *a: loop(*a, schedule="never"), "the scheduler is never stepped"),
+    "loss summed": (lambda *a: loop(*a, loss="sum"), "the loss is summed"),
+    "no model.train()": (lambda *a: loop(*a, train=False), "the model stays in eval mode"),
+    "model.eval() each step": (loop_left_in_eval, "the model stays in eval mode"),
+    "no losses returned": (lambda *a: loop(*a) and None, "the loop should return the list of the losses"),
+}
+RIGHT_LOOP = {"by hand": loop_by_hand, "evaluates inside, losses as a tensor": loop_eval_inside}
+MISTAKES["13.2"] = {"no zero_grad": "no-zero-grad", "clipped after the step": "clip-after-step",
+                    "never clipped": "clip-after-step", "scheduler before the step": "scheduler-before-step",
+                    "scheduler never stepped": "scheduler-not-stepped", "loss summed": "loss-summed",
+                    "no model.train()": "eval-mode", "model.eval() each step": "eval-mode", "no losses returned": None}
+
+# --- 13.3 (GPT, load_checkpoint) -----------------------------------------------------------------------------
+
+
+class FusedGPT(nn.Module):
+    """nanoGPT's layout: one fused qkv projection (c_attn), attention written out with a mask, einsum heads."""
+
+    def __init__(self, config, *, final_norm=True, tied=True, position_offset=0):
+        super().__init__()
+        d, self.h, self.final_norm, self.offset = config.d_model, config.num_heads, final_norm, position_offset
+        self.wte, self.wpe = nn.Embedding(config.vocab_size, d), nn.Embedding(config.max_len, d)
+        self.ln_1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.num_layers))
+        self.ln_2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.num_layers))
+        self.c_attn = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(config.num_layers))
+        self.c_proj = nn.ModuleList(nn.Linear(d, d) for _ in range(config.num_layers))
+        self.c_fc = nn.ModuleList(nn.Linear(d, config.d_ff) for _ in range(config.num_layers))
+        self.c_out = nn.ModuleList(nn.Linear(config.d_ff, d) for _ in range(config.num_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids):
+        B, n = ids.shape
+        x = self.wte(ids) + self.wpe(torch.arange(n) + self.offset)
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        for i in range(len(self.c_attn)):
+            q, k, v = self.c_attn[i](self.ln_1[i](x)).split(x.shape[-1], dim=-1)
+            q, k, v = (t.reshape(B, n, self.h, -1) for t in (q, k, v))
+            scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+            weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+            x = x + self.c_proj[i](torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(B, n, -1))
+            x = x + self.c_out[i](F.gelu(self.c_fc[i](self.ln_2[i](x))))
+        return self.lm_head(self.ln_f(x) if self.final_norm else x)
+
+
+def load_fused(model, state_dict, *, transpose=(), order="qkv"):
+    """The checkpoint's W_q, W_k, W_v stacked into c_attn (in ``order``); ``transpose`` names weights loaded as W.T."""
+    def get(name):
+        t = state_dict[name]
+        return t.T if any(name.endswith(f"{w}.weight") for w in transpose) else t
+
+    with torch.no_grad():
+        model.wte.weight.copy_(state_dict["token_embedding.weight"])
+        model.wpe.weight.copy_(state_dict["position_embedding.embedding.weight"])
+        model.ln_f.weight.copy_(state_dict["norm.weight"])
+        model.ln_f.bias.copy_(state_dict["norm.bias"])
+        for i in range(len(model.c_attn)):
+            p = f"blocks.{i}."
+            model.c_attn[i].weight.copy_(torch.cat([get(p + f"attention.W_{c}.weight") for c in order]))
+            model.c_attn[i].bias.copy_(torch.cat([state_dict[p + f"attention.W_{c}.bias"] for c in order]))
+            for mine, theirs in ((model.c_proj[i], "attention.W_o"), (model.c_fc[i], "ffn.W_1"),
+                                 (model.c_out[i], "ffn.W_2"), (model.ln_1[i], "norm1"), (model.ln_2[i], "norm2")):
+                mine.weight.copy_(get(p + theirs + ".weight"))
+                mine.bias.copy_(state_dict[p + theirs + ".bias"])
+
+
+class ModulesGPT(nn.Module):
+    """The package's own parts, as a learner assembling exercises 04, 07 and 08 would: blocks of DecoderOnlyBlock."""
+
+    def __init__(self, config):
+        from transformer_course.blocks import DecoderOnlyBlock
+
+        super().__init__()
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.positions = nn.Parameter(torch.zeros(config.max_len, config.d_model))
+        self.blocks = nn.ModuleList(DecoderOnlyBlock(config.d_model, config.num_heads, config.d_ff, norm_first=True,
+                                                     activation="gelu") for _ in range(config.num_layers))
+        self.norm = nn.LayerNorm(config.d_model)
+
+    def forward(self, ids):
+        from transformer_course.masking import causal_mask
+
+        n = ids.shape[1]
+        x = self.token_embedding(ids) + self.positions[:n]
+        for block in self.blocks:
+            x = block(x, causal_mask(n))
+        return self.norm(x) @ self.token_embedding.weight.T
+
+
+def load_modules(model, state_dict):
+    theirs = {k: v for k, v in state_dict.items() if k != "head.weight"}
+    theirs["positions"] = theirs.pop("position_embedding.embedding.weight")
+    model.load_state_dict(theirs)
+
+
+def gpt_with(**options):
+    return lambda config: FusedGPT(config, **options)
+
+
+WRONG_GPT = {
+    "W_q transposed": ((FusedGPT, lambda m, s: load_fused(m, s, transpose=("W_q",))), "a weight matrix is transposed"),
+    "every weight transposed (GPT-2's Conv1D habit)": (
+        (FusedGPT, lambda m, s: load_fused(m, s, transpose=("W_q", "W_k", "W_v", "W_o"))),
+        "a weight matrix is transposed"),
+    "queries and keys swapped": ((FusedGPT, lambda m, s: load_fused(m, s, order="kqv")), "are mixed up"),
+    "no final norm": ((gpt_with(final_norm=False), load_fused), "the final LayerNorm is missing"),
+    "head not tied": ((gpt_with(tied=False), load_fused), "the output head is not tied"),
+    "positions from 1": ((gpt_with(position_offset=1), load_fused), "the positions are off by one"),
+    "the class, not the pair": (FusedGPT, "expected the pair (GPT, load_checkpoint)"),
+}
+RIGHT_GPT = {"fused qkv, attention by hand": (FusedGPT, load_fused), "the package's blocks": (ModulesGPT, load_modules)}
+MISTAKES["13.3"] = {"W_q transposed": "transposed-weight",
+                    "every weight transposed (GPT-2's Conv1D habit)": "transposed-weight",
+                    "queries and keys swapped": "qkv-swapped", "no final norm": "final-norm-missing",
+                    "head not tied": "head-not-tied", "positions from 1": "positions-off-by-one",
+                    "the class, not the pair": None}
+
+EXERCISES = {"13.1": (WRONG_BPE, RIGHT_BPE), "13.2": (WRONG_LOOP, RIGHT_LOOP), "13.3": (WRONG_GPT, RIGHT_GPT)}
+
+# --- 13.4 my_model: a trained model of Shakespeare's characters ----------------------------------------------
+
+
+@functools.cache
+def _train_ids() -> torch.Tensor:
+    from transformer_course import data
+    from transformer_course.checks import shakespeare_model
+
+    return shakespeare_model.encode(data.shakespeare("train"))
+
+
+class NGram(nn.Module):
+    """A count model, not a GPT: the next character from the last k - 1, by interpolated absolute discounting over
+    orders 1 .. k (Ney et al., 1994). The check grades predictions, whatever makes them: a trigram model reaches about
+    2.9 bits/char, a bigram model about 3.6, a transformer trained for 40 s about 3.4."""
+
+    def __init__(self, k: int, discount: float = 0.75):
+        super().__init__()
+        ids, self.k, self.discount = _train_ids(), k, discount
+        self.V = V = int(ids.max()) + 1
+        for order in range(1, k + 1):
+            code = torch.zeros(len(ids) - order + 1, dtype=torch.long)
+            for j in range(order):
+                code = code * V + ids[j: len(ids) - order + 1 + j]
+            self.register_buffer(f"counts{order}", torch.bincount(code, minlength=V**order).reshape(-1, V).float())
+
+    def forward(self, x):
+        B, n = x.shape
+        unigram = self.counts1[0]
+        p = ((unigram + 1) / (unigram.sum() + self.V)).expand(B, n, self.V)
+        for order in range(2, self.k + 1):
+            context = torch.zeros(B, n, dtype=torch.long)
+            for j in range(order - 1):
+                context = context * self.V + torch.roll(x, order - 2 - j, dims=1)
+            c = getattr(self, f"counts{order}")[context]  # (B, n, V)
+            total, kinds = c.sum(-1, keepdim=True).clamp_min(1), (c > 0).sum(-1, keepdim=True)
+            q = torch.where(c.sum(-1, keepdim=True) > 0,
+                            (c - self.discount).clamp_min(0) / total + self.discount * kinds / total * p, p)
+            has_context = (torch.arange(n) >= order - 2)[None, :, None]  # a window's first characters have less
+            p = torch.where(has_context, q, p)
+        return p.log()
+
+
+def untrained_gpt() -> nn.Module:
+    from transformer_course.checks import shakespeare_model
+    from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
+
+    torch.manual_seed(0)
+    config = DecoderOnlyConfig(len(shakespeare_model.vocabulary()), d_model=32, num_heads=2, d_ff=64, num_layers=1,
+                               max_len=128)
+    return DecoderOnlyLM(config).eval()
+
+
+class LastPositionOnly(nn.Module):
+    """Returns the logits of the last position only, (B, |V|)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = NGram(2)
+
+    def forward(self, ids):
+        return self.inner(ids)[:, -1]
+
+
+def course_checkpoint() -> nn.Module:
+    from transformer_course import pretrained
+
+    return pretrained.shakespeare_gpt()
+
+
+class AsksTheCheckpoint(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(3, 3)
+
+    def forward(self, ids):
+        from transformer_course import pretrained
+
+        return pretrained.shakespeare_gpt()(ids)
+
+
+WRONG_OWN = {
+    "nothing handed in": (None, "not implemented yet"),
+    "untrained": (Deferred(untrained_gpt, slow=False), "the held-out loss is too high"),
+    "last position only": (Deferred(LastPositionOnly, slow=False), "must return logits of shape"),
+    "the course checkpoint": (Deferred(course_checkpoint, slow=False), "the course's pretrained checkpoint"),
+    "asks the checkpoint": (Deferred(AsksTheCheckpoint, slow=False), "the course's pretrained checkpoint"),
+}
+RIGHT_OWN = {"trigram counts": Deferred(lambda: NGram(3), slow=False),
+             "4-gram counts": Deferred(lambda: NGram(4), slow=False)}
+MISTAKES["13.4"] = {"nothing handed in": None, "untrained": "too-high-loss", "last position only": None,
+                    "the course checkpoint": "uses-course-checkpoint", "asks the checkpoint": "uses-course-checkpoint"}
+EXERCISES["13.4"] = (WRONG_OWN, RIGHT_OWN)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -78,24 +79,36 @@ while True:
 """
 
 
+# The students whose rows depend on processes and timing: a cell that times out, a kernel that must be stopped or
+# dies, memory, the records replayed outside the kernel (known mistakes, forged records) and the package snapshot;
+# with right answers beside them. The others' rows come from the same code once their notebook has run.
+UNDER_LOAD = ["ada", "bob", "heidi", "ivan", "judy", "ken", "peggy", "trudy"]
+
+
 def test_grading_again_under_load_gives_the_same_gradebook(graded, release, tmp_path):
     """Determinism, and no kernel-start failure, with more jobs than cores while kernels start elsewhere."""
     _, expected, out, root = graded
+    again_submissions = tmp_path / "submissions"
+    again_submissions.mkdir()
+    for path in (root / "submissions").iterdir():
+        if path.name.split("__")[0] in UNDER_LOAD:
+            (shutil.copytree if path.is_dir() else shutil.copy)(path, again_submissions / path.name)
     churn = subprocess.Popen([sys.executable, "-c", KERNEL_CHURN], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
         again = tmp_path / "grades.csv"
-        code = main(["grade", str(root / "submissions"), "--release", str(release), "--out", str(again),
+        code = main(["grade", str(again_submissions), "--release", str(release), "--out", str(again),
                      "--jobs", str(2 * (os.cpu_count() or 1)), "--quiet", *LIMITS])
     finally:
         churn.kill()
         churn.wait()
     assert code == 0
-    first, second = read_rows(out), read_rows(again)
+    first = [r for r in read_rows(out)[1:] if r[0] in UNDER_LOAD]
+    second = read_rows(again)[1:]
+    assert {r[0] for r in second} == set(UNDER_LOAD)
     changed = [f"{a}\n  -> {b}" for a, b in zip(first, second, strict=True) if a != b]
     assert not changed, "rows that changed under load:\n" + "\n".join(changed)
-    assert again.read_bytes() == out.read_bytes()
-    assert not [r for r in read_rows(again) if "the notebook could not be run" in r[-1]]
+    assert not [r for r in second if "the notebook could not be run" in r[-1]]
 
 
 def test_every_status_is_covered(graded):

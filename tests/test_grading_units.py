@@ -135,6 +135,17 @@ def _subcommand_help(name: str) -> str:
     return " ".join(sub.choices[name].format_help().split())
 
 
+def test_the_guide_lists_every_option_of_grade():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    options = {o for a in sub.choices["grade"]._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+    guide = (ROOT / "book" / "instructor_guide.md").read_text()
+    table = guide[guide.index("| option | default | meaning |"):]
+    table = table[:table.index("\n\n")]
+    listed = set(re.findall(r"^\| `(--[a-z-]+)", table, re.MULTILINE))
+    assert listed == options, f"missing from the guide: {sorted(options - listed)}; unknown: {sorted(listed - options)}"
+
+
 # --- preparing a submission (no kernel) -------------------------------------------------------------------
 
 

@@ -314,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"public notebooks fail); default: ${CASES_SEED_ENV} if set, else the public cases")
     p.add_argument("--shard", metavar="K/N", help="grade only shard K of N (1 <= K <= N) of the sorted students")
     p.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeatable)")
-    p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")
+    p.add_argument("--html", metavar="REPORT_DIR",
+                   help="also write here one feedback page per student, the class report (class.html) and an index")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT.journal (written as each notebook "

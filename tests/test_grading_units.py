@@ -682,3 +682,40 @@ def test_the_grader_imports_nothing_of_the_course_after_the_first_notebook_start
     late = done.stdout.strip().splitlines()[-1]  # after the summary that grade prints
     assert late == "[]", f"imported after the first notebook started: {late}"
     assert (tmp_path / "html" / "class.html").exists()
+
+
+class _SlowStream:
+    """A stderr that takes a moment per write, as a busy terminal does: lines written in pieces interleave."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        import time
+
+        time.sleep(0.002)
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_progress_lines_of_notebooks_finishing_together_do_not_collide(tmp_path, monkeypatch, release):
+    import time
+
+    def unit(student, rel, data, limits, snapshot=None):
+        time.sleep(0.05)  # every unit finishes at about the same moment
+        return verdict.missing_rows(student, rel)
+
+    for name in ("ann", "ben", "cat", "dan", "eve", "fay", "gus", "hal"):
+        (tmp_path / "submissions" / name).mkdir(parents=True)
+        (tmp_path / "submissions" / name / NAME).write_text(json.dumps(correct()))
+    monkeypatch.setattr(grader, "grade_unit", unit)
+    stream = _SlowStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    assert main(["grade", str(tmp_path / "submissions"), "--release", str(release), "--out",
+                 str(tmp_path / "grades.csv"), "--jobs", "8"]) == 0
+    lines = [line for line in stream.text.splitlines() if line.startswith("graded") or " graded " in line]
+    assert len(lines) == 8, stream.text
+    pattern = re.compile(r"graded [a-z]+ / 01_tensor_shapes\.ipynb: 0/5 points \(missing\) in \d+\.\d s")
+    assert all(pattern.fullmatch(line) for line in lines), "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -117,11 +118,16 @@ def cmd_grade(args) -> int:
     if out.is_dir() or not out.parent.is_dir():
         return _fail(f"--out {out}: expected a file in an existing folder")
 
+    printing = threading.Lock()  # notebooks finish in worker threads: one whole line at a time
+
     def progress(student, notebook, rows, seconds):
         points = sum(r.points for r in rows)
         statuses = ", ".join(sorted({r.status for r in rows}))
-        print(f"graded {student} / {notebook}: {points}/{sum(r.max_points for r in rows)} points ({statuses}) "
-              f"in {seconds:.1f} s", file=sys.stderr, flush=True)
+        line = (f"graded {student} / {notebook}: {points}/{sum(r.max_points for r in rows)} points ({statuses}) "
+                f"in {seconds:.1f} s\n")
+        with printing:
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
     start = time.perf_counter()
     journal = Journal(journal_path(out), resume=args.resume)

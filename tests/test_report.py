@@ -13,7 +13,7 @@ import pytest
 from fabricated_class import CLASS, CLASS_EXPECTED, NAME, ROOT, class_rows
 
 from transformer_course.cli import main
-from transformer_course.grading.classpage import class_stats, class_summary
+from transformer_course.grading.classpage import class_stats, class_summary, shorten
 from transformer_course.grading.gradebook import GradeRow, write_csv
 
 
@@ -116,3 +116,8 @@ def test_check_finds_the_release_and_says_why_it_cannot(tmp_path, monkeypatch, c
     assert main(["check", str(tmp_path / "nope.ipynb"), "--release", str(ROOT / "exercises")]) == 2
     assert main(["check", str(mine), "--release", str(ROOT / "exercises")]) == 0
     assert f"restored from the release {Path(ROOT / 'exercises' / NAME)}" in capsys.readouterr().out
+
+
+def test_long_titles_are_cut_with_an_ellipsis():
+    assert shorten("Cross-attention from cached keys and values", 32) == "Cross-attention from cached key\u2026"
+    assert len(shorten("x" * 40, 32)) == 32 and shorten("A causal mask", 32) == "A causal mask"

@@ -142,6 +142,11 @@ def class_stats(rows: Sequence[GradeRow]) -> list[ExerciseStats]:
     return sorted(stats.values(), key=lambda s: (s.notebook, exercise_key(s.exercise)))
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, with an ellipsis where it was cut."""
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
 def _percent(fraction: float) -> str:
     return f"{100 * fraction:.0f}%"
 
@@ -158,7 +163,7 @@ def class_summary(rows: Sequence[GradeRow], top: int = 3) -> str:
         if len(s.mistakes) > top:
             named += f" (+{len(s.mistakes) - top} more)"
         mean = sum(p * n for p, n in s.points.items()) / s.students
-        body.append([s.exercise, s.title[:32], f"{s.passed}/{s.students}", _percent(s.pass_rate),
+        body.append([s.exercise, shorten(s.title, 32), f"{s.passed}/{s.students}", _percent(s.pass_rate),
                      f"{mean:.1f}/{s.max_points}", named or "-", str(s.unrecognised), str(s.not_attempted)])
     students = len({r.student for r in rows})
     out = [f"Class report: {students} student(s), {len(stats)} exercise(s).", ""]

@@ -16,9 +16,12 @@ import tests.answers
 from tests.answers import Deferred
 from transformer_course.checks import REGISTRY, CheckFailed, check, core
 
-TABLES = {}
+TABLES, MISTAKE_IDS = {}, {}
 for module_info in pkgutil.iter_modules(tests.answers.__path__):
-    TABLES.update(importlib.import_module(f"tests.answers.{module_info.name}").EXERCISES)
+    module = importlib.import_module(f"tests.answers.{module_info.name}")
+    TABLES.update(module.EXERCISES)
+    # Optional: per exercise, the exact mistake id (or None) each wrong answer must be named by.
+    MISTAKE_IDS.update(getattr(module, "MISTAKES", {}))
 
 
 
@@ -31,7 +34,7 @@ def _built(answer):
 
 
 WRONG = [
-    pytest.param(ex, answer, hint, id=f"{ex}-{name}", marks=_marks(answer))
+    pytest.param(ex, name, answer, hint, id=f"{ex}-{name}", marks=_marks(answer))
     for ex, (wrong, _) in sorted(TABLES.items())
     for name, (answer, hint) in wrong.items()
 ]
@@ -49,8 +52,8 @@ def cases_seed(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("exercise_id, answer, hint", WRONG)
-def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases_seed):
+@pytest.mark.parametrize("exercise_id, name, answer, hint", WRONG)
+def test_wrong_answer_is_rejected_with_its_hint(exercise_id, name, answer, hint, cases_seed):
     answer = _built(answer)
     with pytest.raises(CheckFailed) as failure:
         check(exercise_id, answer)
@@ -59,6 +62,8 @@ def test_wrong_answer_is_rejected_with_its_hint(exercise_id, answer, hint, cases
     # A named mistake is this answer's own (the one the table expects), never another's: no name is better.
     named = failure.value.mistake
     assert named is None or hint in named.hint, f"named {named.id!r} for an answer expected to get {hint!r}"
+    if name in MISTAKE_IDS.get(exercise_id, {}):
+        assert (named.id if named else None) == MISTAKE_IDS[exercise_id][name], str(failure.value)
 
 
 @pytest.mark.parametrize("exercise_id, answer", RIGHT)

@@ -34,7 +34,16 @@ import torch
 from torch import nn
 
 from transformer_course import _validate, data, training
-from transformer_course.checks.core import Case, CheckFailed, Mistake, Score, call_answer, case_seed, exercise
+from transformer_course.checks.core import (
+    Case,
+    CheckFailed,
+    Mistake,
+    Score,
+    call_answer,
+    case_seed,
+    exercise,
+    require_trained_model,
+)
 from transformer_course.generation import greedy_decode
 from transformer_course.models import Seq2SeqTransformer
 from transformer_course.tokenization import BPETokenizer, train_bpe
@@ -254,12 +263,7 @@ def translator_ids(model, src: torch.Tensor, vocab: int, *, switch_off_library: 
     """``greedy_decode`` of ``model`` on ``src`` ``(B, n_enc)``: the generated ids ``(B, m)``, m <= MAX_TOKENS,
     rows that ended padded with ``<eos>``. Raises CheckFailed for a missing model, bad logits or a model that
     called the number-word library."""
-    if model is None:
-        raise CheckFailed("translator is not implemented yet: build and train your model in the answer cell and "
-                          "leave it in `translator` (it is still None).")
-    if not isinstance(model, nn.Module):
-        raise CheckFailed(f"translator must be your trained model, an nn.Module whose forward(src, tgt) returns "
-                          f"logits (B, n_dec, |V|); got {type(model).__name__}")
+    require_trained_model(model, "translator", "forward(src, tgt) returns logits (B, n_dec, |V|)")
     modes = {module: module.training for module in model.modules()}
     blocked = library_switched_off() if switch_off_library else contextlib.nullcontext()
     try:

@@ -169,6 +169,17 @@ def require_callable(answer, what: str = "a function") -> None:
         raise CheckFailed(f"expected {what}, got {type(answer).__name__} {answer!r:.60}")
 
 
+def require_trained_model(model, name: str, forward: str) -> None:
+    """For the exercises graded by what a model achieves: ``model`` (the learner's variable ``name``) must be a
+    module; ``forward`` describes its call, e.g. ``"forward(ids) returns logits (B, n, |V|)"``."""
+    if model is None:
+        raise CheckFailed(f"{name} is not implemented yet: build and train your model in the answer cell and leave it "
+                          f"in `{name}` (it is still None).")
+    if not isinstance(model, torch.nn.Module):
+        raise CheckFailed(f"{name} must be your trained model, an nn.Module whose {forward}; got "
+                          f"{type(model).__name__}")
+
+
 #: ``None``, except inside a kernel run by ``transformer-course grade``: there the grader's check
 #: (``transformer_course.grading.kernel``) sets it to a function called after every call of the
 #: learner's answer as ``CALL_RECORDER(result, failure)`` (``failure``: the CheckFailed message, else

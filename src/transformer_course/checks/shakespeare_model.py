@@ -34,7 +34,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_course import data, pretrained
-from transformer_course.checks.core import Case, CheckFailed, Mistake, Score, call_answer, case_seed, exercise
+from transformer_course.checks.core import (
+    Case,
+    CheckFailed,
+    Mistake,
+    Score,
+    call_answer,
+    case_seed,
+    exercise,
+    require_trained_model,
+)
 
 CONTEXT = 128  # characters a model reads (the course checkpoint's block size)
 SAMPLE = 64  # held-out windows scored per check: 64 x 128 = 8,192 predictions
@@ -94,12 +103,7 @@ def held_out_windows() -> torch.Tensor:
 def _logits_of(model, ids: torch.Tensor) -> torch.Tensor:
     """The model's logits on ``ids`` ``(B, CONTEXT)`` in eval mode and without gradients, checked: ``(B, n, |V|)``;
     the model's modes are restored afterwards."""
-    if model is None:
-        raise CheckFailed("my_model is not implemented yet: build and train your model in the answer cell and leave it "
-                          "in `my_model` (it is still None).")
-    if not isinstance(model, nn.Module):
-        raise CheckFailed(f"my_model must be your trained model, an nn.Module whose forward(ids) returns logits "
-                          f"(B, n, |V|); got {type(model).__name__}")
+    require_trained_model(model, "my_model", "forward(ids) returns logits (B, n, |V|)")
     modes = {module: module.training for module in model.modules()}
     model.eval()
     try:

@@ -12,7 +12,14 @@ import pytest
 import tomllib
 from packaging.specifiers import SpecifierSet
 
-from transformer_course.grading.nbval_patches import SUPPORTED, NbvalChanged, require
+from transformer_course.grading.nbval_patches import (
+    SUPPORTED,
+    WAIT_FACTOR,
+    CellClock,
+    NbvalChanged,
+    process_tree_cpu_seconds,
+    require,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,3 +104,75 @@ def test_nbval_compares_outputs_without_torch_log_lines(tmp_path):
                              "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
                             capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
+
+
+class FakeClocks:
+    """A wall clock and a kernel's CPU clock that the test advances."""
+
+    def __init__(self):
+        self.wall = 100.0
+        self.cpu = 7.0
+
+    def run(self, wall, cpu):
+        self.wall += wall
+        self.cpu += cpu
+
+
+def clock_for(clocks, limit=10, pid=1234):
+    return CellClock(pid, limit, cpu_seconds=lambda pid: clocks.cpu, now=lambda: clocks.wall)
+
+
+def test_a_cell_on_a_busy_machine_is_timed_by_its_cpu_time():
+    clocks = FakeClocks()
+    clock = clock_for(clocks)
+    clocks.run(wall=25, cpu=9.9)  # a quarter of a core for 25 s: 9.9 s of computing, within 10
+    assert not clock.expired()
+    clocks.run(wall=1, cpu=0.1)
+    assert clock.expired()
+
+
+def test_a_cell_that_computes_stops_at_its_limit_and_one_that_waits_at_the_wait_factor():
+    clocks = FakeClocks()
+    busy = clock_for(clocks)
+    clocks.run(wall=10, cpu=10)
+    assert busy.expired()
+    clocks = FakeClocks()
+    sleeping = clock_for(clocks)
+    clocks.run(wall=WAIT_FACTOR * 10 - 0.5, cpu=0.01)
+    assert not sleeping.expired()
+    clocks.run(wall=0.5, cpu=0)
+    assert sleeping.expired()
+
+
+def test_without_the_kernels_cpu_time_the_wall_clock_counts():
+    clocks = FakeClocks()
+    no_pid = CellClock(None, 10, now=lambda: clocks.wall)
+
+    def unreadable(pid):
+        raise ProcessLookupError(pid)
+
+    gone = CellClock(1234, 10, cpu_seconds=unreadable, now=lambda: clocks.wall)
+    clocks.run(wall=9.9, cpu=0)
+    assert not no_pid.expired() and not gone.expired()
+    clocks.run(wall=0.1, cpu=0)
+    assert no_pid.expired() and gone.expired()
+
+
+def test_the_cpu_time_of_a_process_tree_counts_its_running_children():
+    """A cell that computes in a subprocess uses its limit too (the child's time counts before it ends)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    start = process_tree_cpu_seconds(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 1.0: pass\ntime.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 30
+        while process_tree_cpu_seconds(os.getpid()) - start < 0.9:
+            assert child.poll() is None and time.monotonic() < deadline, "the child's CPU time was not counted"
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()

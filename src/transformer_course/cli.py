@@ -78,10 +78,12 @@ def _add_limit_options(parser: argparse.ArgumentParser, note: str = "") -> None:
     """``--timeout``, ``--notebook-timeout`` and ``--memory-limit``, defaulting to the grader's one definition of
     its limits (:class:`transformer_course.grading.limits.Limits`); ``note`` follows each default in the help."""
     from transformer_course.grading import limits
+    from transformer_course.grading.nbval_patches import WAIT_FACTOR
 
     default = limits.Limits()
     parser.add_argument("--timeout", type=float, default=default.cell_timeout,
-                        help=f"seconds allowed per cell (default: {default.cell_timeout:g}{note})")
+                        help=f"seconds of CPU time allowed per cell; a cell that waits instead of computing stops "
+                             f"after {WAIT_FACTOR} times this on the clock (default: {default.cell_timeout:g}{note})")
     parser.add_argument("--notebook-timeout", type=float, default=default.notebook_timeout,
                         help=f"seconds allowed per notebook, kernel start included (default: "
                              f"{default.notebook_timeout:g}{note})")

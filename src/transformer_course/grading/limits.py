@@ -10,7 +10,7 @@ from dataclasses import dataclass
 class Limits:
     """How long a graded notebook may run and how much memory its kernel may take."""
 
-    cell_timeout: float = 60.0  # seconds per cell (nbval's --nbval-cell-timeout)
+    cell_timeout: float = 60.0  # CPU seconds per cell (nbval's --nbval-cell-timeout; nbval_patches.CellClock)
     notebook_timeout: float = 600.0  # seconds for the whole notebook, kernel start included
     memory_limit_mb: int = 4096  # address space of the kernel (RLIMIT_AS); 0: no limit
     cases_seed: int | None = None  # draw every check's cases from this seed (hidden cases); None: the public ones

@@ -104,6 +104,71 @@ def start_kernels_with(start_kernel: Callable) -> None:
     nbk.start_new_kernel = start_new_kernel
 
 
+POLL_SECONDS = 0.25  # how often a running cell's kernel is checked: alive, and within its time limit
+WAIT_FACTOR = 3  # a cell that waits instead of computing (a sleep, a blocked read) stops at this many times its limit
+
+
+def kernel_pid(kernel) -> int | None:
+    """The process id of nbval's ``RunningKernel``'s kernel, or None where its manager does not say."""
+    try:
+        return int(kernel.km.provisioner.process.pid)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid``, its children that ended, and those running."""
+    import psutil
+
+    process = psutil.Process(pid)
+    times = process.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in process.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.Error:  # it ended meanwhile: its time moves to children_* at the next reading
+            continue
+        total += child_times.user + child_times.system
+    return total
+
+
+class CellClock:
+    """How much of one cell's time limit is used.
+
+    A cell's limit counts the CPU time its kernel (and the processes it started) spends from the moment the
+    cell is sent, not wall-clock time: on a machine busy with other notebooks, other graders or other users a
+    cell gets less of the CPU per second, and its grade must not depend on that. A cell that waits instead of
+    computing uses no CPU time, so it also stops once ``WAIT_FACTOR`` times the limit has passed on the wall
+    clock. Where the kernel's CPU time cannot be read (no pid, no psutil, the process gone), the wall clock
+    alone counts, against the limit itself.
+    """
+
+    def __init__(self, pid: int | None, limit: float, *, cpu_seconds: Callable[[int], float] | None = None,
+                 now: Callable[[], float] = time.monotonic):
+        self.limit, self.pid, self.now = limit, pid, now
+        self.cpu_seconds = cpu_seconds or process_tree_cpu_seconds
+        self.started = now()
+        self.cpu_started = self._cpu()
+
+    def _cpu(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            return self.cpu_seconds(self.pid)
+        except Exception:  # noqa: BLE001 - no psutil, no such process, no permission: the wall clock counts
+            return None
+
+    def expired(self) -> bool:
+        """Whether the cell has used its limit: CPU time, or the wall-clock time a waiting cell is allowed."""
+        wall = self.now() - self.started
+        if self.cpu_started is None:
+            return wall >= self.limit
+        cpu = self._cpu()
+        if cpu is None:
+            return wall >= self.limit
+        return cpu - self.cpu_started >= self.limit or wall >= WAIT_FACTOR * self.limit
+
+
 class KernelDied(RuntimeError):
     """The kernel process ended while a cell was running."""
 
@@ -133,18 +198,16 @@ def observe_cells(observer: CellObserver) -> None:
         return msg_id
 
     def await_reply(self, msg_id, timeout=None):
-        """nbval's await_reply (it waits for the reply on the shell channel), checking every second that
-        the kernel is alive (nbval alone waits for the whole cell timeout) and reporting the reply."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """nbval's await_reply (it waits for the reply on the shell channel), checking four times a second that
+        the kernel is alive (nbval alone waits for the whole cell timeout) and within its limit (a
+        :class:`CellClock`), and reporting the reply."""
+        clock = None if timeout is None else CellClock(kernel_pid(self), timeout)
         while True:
-            wait = 1.0
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    observer.timed_out(msg_id)
-                    raise Empty
+            if clock is not None and clock.expired():
+                observer.timed_out(msg_id)
+                raise Empty
             try:
-                msg = self.get_message(stream="shell", timeout=wait)
+                msg = self.get_message(stream="shell", timeout=POLL_SECONDS)
             except Empty:
                 if not self.is_alive():
                     observer.died(msg_id)

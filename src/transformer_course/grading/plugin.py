@@ -87,10 +87,7 @@ class _Observer:
 
     def kernel_started(self, kernel) -> None:
         RUN.kernel = kernel
-        try:
-            RUN.kernel_pid = int(kernel.km.provisioner.process.pid)
-        except Exception:  # noqa: BLE001 - the pid only helps clean up
-            RUN.kernel_pid = None
+        RUN.kernel_pid = NBVAL_PATCHES.kernel_pid(kernel)  # None where the manager does not say: it only helps clean up
         RUN.write()
 
     def sent(self, msg_id: str) -> None:

@@ -259,6 +259,29 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_similarity(args) -> int:
+    from transformer_course.grading import collect, similarity
+
+    if args.top < 1:
+        return _fail(f"--top {args.top}: expected a whole number of pairs >= 1")
+    if not 0 < args.threshold <= 1:
+        return _fail(f"--threshold {args.threshold:g}: expected a share of the code in (0, 1], e.g. 0.5")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        return _fail(f"--out {args.out}: expected a folder, found a file")
+    try:
+        releases = collect.load_releases(args.release)
+        students, ignored = collect.find_students(args.submissions, releases)
+    except collect.GradingError as error:
+        return _fail(str(error))
+    reports, notes = similarity.compare(releases, students, threshold=args.threshold, top=args.top)
+    for path in similarity.write_report(reports, args.out, args.threshold, [*ignored, *notes]):
+        print(f"wrote {path}")
+    listed = sum(len(r.top) for r in reports)
+    print(f"{len(students)} student(s), {len(reports)} exercise(s): {listed} pair(s) listed at "
+          f"{args.threshold:.0%} or more (the report names students: share it only with those who grade)")
+    return 0
+
+
 def cmd_gradescope(args) -> int:
     from transformer_course.grading.collect import GradingError
     from transformer_course.grading.gradescope import build_autograder
@@ -361,6 +384,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--canvas", metavar="OUT.csv", help="write Canvas's gradebook import here (needs --roster)")
     p.add_argument("--totals", metavar="OUT.csv", help="write the plain per-student totals here")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("similarity", help="list the most similar pairs of learners' answers, per exercise",
+                       description="Compare the students' code for each released exercise (their answer cells and "
+                       "the cells they added, the released stub left out) with copydetect, and write "
+                       "similarity.html (the closest pairs side by side, shared code highlighted) and similarity.csv "
+                       "into --out. It names students: write it where only those who grade read it. Evidence for a "
+                       "person to read, not a verdict.")
+    p.add_argument("submissions", help="folder of submissions, laid out as for `grade`")
+    p.add_argument("--release", required=True, metavar="FOLDER", help="folder of the released notebooks")
+    p.add_argument("--out", required=True, metavar="FOLDER",
+                   help="folder for similarity.html and similarity.csv, e.g. the one given to `grade --html`")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="list a pair when each student has at least this share of their code in the other's "
+                   "(default: 0.5)")
+    p.add_argument("--top", type=int, default=5, help="pairs listed per exercise, most similar first (default: 5)")
+    p.set_defaults(func=cmd_similarity)
 
     p = sub.add_parser("check", help="grade your saved notebook exactly as your instructor's grader will",
                        description="Grade saved exercise notebooks as `transformer-course grade` grades a student's: "

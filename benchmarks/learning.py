@@ -101,7 +101,8 @@ def capstone(seed: int, steps: int) -> tuple[float, float, dict, dict]:
 
 # Measured on 2026-11-26, torch 2.13.0, OMP_NUM_THREADS=1, on this machine kind (2 cores shared with three other
 # jobs, load 10-20: the wall seconds are far above an idle core's; the CPU seconds, also inflated by the sharing, are
-# closer to what one idle thread takes). Held-out: the check's 300 public numbers. Recipe: exercise 12.4's solution
+# closer to what one idle thread takes). Held-out: the 300 public numbers the check used then (it now translates 240
+# from one half of the test split, the hidden cases coming from the other). Recipe: exercise 12.4's solution
 # (d = 64, 2 + 2 pre-norm layers, label smoothing 0.1, AdamW, batches of 64, warm-up 50, cosine from 5e-3).
 #
 #   numerics                      steps  seed  answer cell (CPU)  validation  held-out exact match  chrF

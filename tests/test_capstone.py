@@ -35,11 +35,16 @@ def test_the_learner_gets_the_checks_tokenizers_and_no_held_out_number():
     assert longest < capstone.MAX_TOKENS  # a right translation always fits, <eos> included
 
 
-def test_hidden_cases_translate_another_sample(monkeypatch):
-    public = capstone.held_out_numbers()
-    monkeypatch.setattr(core, "CASES_SEED", 4242)
-    hidden = capstone.held_out_numbers()
-    assert hidden != public and set(hidden) <= set(data.number_splits().test)
+def test_hidden_cases_translate_numbers_no_public_case_holds(monkeypatch):
+    public = set(capstone.held_out_numbers())
+    samples = []
+    for seed in (4242, 1, 20261125):
+        monkeypatch.setattr(core, "CASES_SEED", seed)
+        hidden = capstone.held_out_numbers()
+        assert len(set(hidden)) == capstone.SAMPLE and set(hidden) <= set(data.number_splits().test)
+        assert not public & set(hidden), seed
+        samples.append(hidden)
+    assert samples[0] != samples[1] != samples[2]  # each seed draws its own sample
 
 
 def test_bands():

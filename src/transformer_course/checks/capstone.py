@@ -6,8 +6,8 @@ tokenizers from :func:`capstone_task`, builds a model of their choice, trains it
 trained ``nn.Module``: ``model(src, tgt)`` maps source ids ``(B, n_enc)`` (English characters) and decoder input
 ids ``(B, n_dec)`` (German BPE tokens, starting with ``<bos>``) to logits ``(B, n_dec, |V|)``.
 
-The check translates :data:`SAMPLE` numbers of the *test* split (drawn with ``core.case_seed``, so the grader's
-``--cases-seed`` draws another sample) with the package's own :func:`~transformer_course.generation.greedy_decode`,
+The check translates :data:`SAMPLE` numbers of the *test* split (drawn with ``core.case_seed`` from one half of it:
+the grader's ``--cases-seed`` draws its sample from the other half, so no public number is a hidden one) with the package's own :func:`~transformer_course.generation.greedy_decode`,
 and scores the translations against ``num2words``: exact match and chrF (``sacrebleu``). The points come in bands
 (:data:`BANDS`): full marks need exact match >= 95%.
 
@@ -40,6 +40,7 @@ from transformer_course.checks.core import (
     Mistake,
     Score,
     call_answer,
+    case_half,
     case_seed,
     exercise,
     require_trained_model,
@@ -50,7 +51,7 @@ from transformer_course.tokenization import BPETokenizer, train_bpe
 
 LANG = "de"
 TARGET_VOCAB = 64  # BPE tokens of the German targets, as in lesson 12
-SAMPLE = 300  # held-out numbers translated per check
+SAMPLE = 240  # held-out numbers translated per check, of the 250 (public) or 249 (hidden) in its half of the test split
 MAX_TOKENS = 24  # decoding stops here; the longest German number up to 9 999 is 12 tokens
 SAMPLE_SEED = 1204
 POINTS = 4
@@ -98,8 +99,9 @@ def _tokenizers() -> tuple[data.CharTokenizer, BPETokenizer]:
 
 
 def held_out_numbers() -> list[int]:
-    """The numbers the check translates: SAMPLE numbers of the test split (never in the learner's pairs)."""
-    return sorted(random.Random(case_seed(SAMPLE_SEED)).sample(sorted(_splits().test), SAMPLE))
+    """The numbers the check translates: SAMPLE numbers of the test split (never in the learner's pairs), the
+    public ones from one half of it and the hidden ones (a cases seed) from the other (``core.case_half``)."""
+    return sorted(random.Random(case_seed(SAMPLE_SEED)).sample(list(case_half(sorted(_splits().test))), SAMPLE))
 
 
 def _german(n: int) -> str:

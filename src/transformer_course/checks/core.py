@@ -129,6 +129,13 @@ def case_seed(seed: int) -> int:
     return seed if CASES_SEED is None else (CASES_SEED * 1_000_003 + seed) % 2**62
 
 
+def case_half(items: Sequence) -> Sequence:
+    """The half of ``items`` a check draws its cases from when it samples a fixed pool (held-out numbers, windows of
+    text): the even-numbered items for the public cases, the odd-numbered ones under a cases seed, so that no public
+    case is ever a hidden one."""
+    return items[0 if CASES_SEED is None else 1:: 2]
+
+
 def case_generator(seed: int) -> torch.Generator:
     """A generator for a checker's random cases (see :data:`CASES_SEED`)."""
     return torch.Generator().manual_seed(case_seed(seed))

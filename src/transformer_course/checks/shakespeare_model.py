@@ -40,6 +40,7 @@ from transformer_course.checks.core import (
     Mistake,
     Score,
     call_answer,
+    case_half,
     case_seed,
     exercise,
     require_trained_model,
@@ -93,9 +94,7 @@ def _windows(split: str) -> torch.Tensor:
 def held_out_windows() -> torch.Tensor:
     """The windows the check scores ``(SAMPLE, CONTEXT + 1)``: the public cases from the even-numbered windows of the
     test plays, the hidden ones (a cases seed) from the odd-numbered ones."""
-    from transformer_course.checks import core
-
-    windows = _windows("test")[0 if core.CASES_SEED is None else 1:: 2]
+    windows = case_half(_windows("test"))
     g = torch.Generator().manual_seed(case_seed(SAMPLE_SEED))
     return windows[torch.randperm(len(windows), generator=g)[:SAMPLE].sort().values]
 

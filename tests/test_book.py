@@ -14,6 +14,7 @@ Both tests share one build (the session fixture ``built_book``) and live in one 
 (``--dist loadfile``) runs them on one worker.
 """
 
+import contextlib
 import functools
 import http.server
 import os
@@ -98,26 +99,35 @@ def toc_pages():
     return [toc["root"]] + [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        # Browsers ask every site for /favicon.ico (the book declares none); a 404 would show as a console error.
+        if self.path == "/favicon.ico":
+            self.send_response(204)
+            self.end_headers()
+            return None
+        return super().send_head()
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    """Serve ``folder`` over HTTP on a free local port; yields the root URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/"
+    finally:
+        httpd.shutdown()
+
+
 @pytest.fixture(scope="module")
 def server(built_book):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def send_head(self):
-            # Browsers ask every site for /favicon.ico (the book declares none); a 404 would show as a console error.
-            if self.path == "/favicon.ico":
-                self.send_response(204)
-                self.end_headers()
-                return None
-            return super().send_head()
-
     # The build folder: the book in html/, the decks in slides/, as `make book` lays them out.
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(Quiet, directory=str(built_book.parent)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/"
-    httpd.shutdown()
+    with serve(built_book.parent) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +206,28 @@ class Tab:
 # their MathJax, reveal.js and fonts. (Blocking with page.route would also turn off the browser's cache, and every
 # page would download and compile MathJax and the theme's scripts again: 4 MB a page.)
 BLOCK_OTHER_HOSTS = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
+
+
+def test_the_browser_checks_catch_a_broken_page(tmp_path):
+    """The machinery of the browser test on a page that does everything wrong: it asks two other hosts (by name
+    and by address), a missing image, a missing file by fetch(), and logs an error."""
+    chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "broken.html").write_text(
+        '<html><body><img src="https://cdn.example.org/a.png"><img src="http://93.184.216.34/b.png">'
+        '<img src="missing.png"><script>console.error("boom"); fetch("late.json")</script>'
+        "</body></html>")
+    with serve(tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, BLOCK_OTHER_HOSTS])
+        tab = Tab(browser.new_page(), url)
+        tab.visit(f"{url}broken.html")
+        tab.settle()  # late.json may still be in flight after the load event: fetch() does not delay it
+        browser.close()
+    assert tab.external == {"https://cdn.example.org/a.png", "http://93.184.216.34/b.png"}
+    assert sorted(tab.failed) == [f"{url}late.json (404)", f"{url}missing.png (404)"]
+    assert "boom" in tab.messages
+    assert not tab.pending
 
 
 def test_every_page_in_a_real_browser(built_book, built_decks, server):

@@ -10,8 +10,10 @@ the build folder (``screenshots/``) for people to look at. For each deck (``make
 the book as ``_build/slides``): the same checks, as many slides as the notebook has sections and figures on
 shown cells (counted here from the notebook, not by the generator), and the right arrow key moves on.
 
-Both tests share one build (the session fixture ``built_book``) and live in one file, so that pytest-xdist
-(``--dist loadfile``) runs them on one worker.
+The browser keeps its cache from page to page, and waits on each page for what the checks need (the load
+event, MathJax's typesetting, the fonts, every request to the server answered), not for a quiet network; a
+page that does everything wrong shows that the checks catch it. The tests share one build (the session
+fixture ``built_book``) and live in one file, so that pytest-xdist (``--dist loadfile``) runs them on one worker.
 """
 
 import contextlib
@@ -181,9 +183,9 @@ class Tab:
 
     def _request_failed(self, request):
         self.pending.discard(request)
-        # A request the browser cancels itself (net::ERR_ABORTED) is not a missing file: that shows as a status
-        # >= 400. No visit leaves a page with requests in flight (settle), so moving on aborts none.
-        if request.url.startswith(self.server) and request.failure != "net::ERR_ABORTED":
+        # Every failure counts, net::ERR_ABORTED too: no visit leaves a page with requests in flight (settle), so
+        # moving on to the next page cancels none.
+        if request.url.startswith(self.server):
             self.failed.append(f"{request.url} ({request.failure})")
 
     def visit(self, url: str) -> None:

@@ -10,16 +10,20 @@ the build folder (``screenshots/``) for people to look at. For each deck (``make
 the book as ``_build/slides``): the same checks, as many slides as the notebook has sections and figures on
 shown cells (counted here from the notebook, not by the generator), and the right arrow key moves on.
 
-Both tests share one build (the session fixture ``built_book``) and live in one file, so that pytest-xdist
-(``--dist loadfile``) runs them on one worker.
+The browser keeps its cache from page to page, and waits on each page for what the checks need (the load
+event, MathJax's typesetting, the fonts, every request to the server answered), not for a quiet network; a
+page that does everything wrong shows that the checks catch it. The tests share one build (the session
+fixture ``built_book``) and live in one file, so that pytest-xdist (``--dist loadfile``) runs them on one worker.
 """
 
+import contextlib
 import functools
 import http.server
 import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -97,18 +101,35 @@ def toc_pages():
     return [toc["root"]] + [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        # Browsers ask every site for /favicon.ico (the book declares none); a 404 would show as a console error.
+        if self.path == "/favicon.ico":
+            self.send_response(204)
+            self.end_headers()
+            return None
+        return super().send_head()
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    """Serve ``folder`` over HTTP on a free local port; yields the root URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/"
+    finally:
+        httpd.shutdown()
+
+
 @pytest.fixture(scope="module")
 def server(built_book):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
     # The build folder: the book in html/, the decks in slides/, as `make book` lays them out.
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(Quiet, directory=str(built_book.parent)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/"
-    httpd.shutdown()
+    with serve(built_book.parent) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +159,79 @@ def expected_deck(lesson: Path) -> tuple[int, int]:
     return 1 + sections + figures + plain, figures
 
 
+class Tab:
+    """One browser tab that records what goes wrong while it shows a page: console and page errors, requests that
+    failed or got an error status, and requests to any host but the local server (the browser resolves no other
+    host, see ``BLOCK_OTHER_HOSTS``). :meth:`visit` opens a page; :meth:`settle` waits until everything the page
+    asked the server for has arrived."""
+
+    def __init__(self, page, server: str):
+        self.page, self.server = page, server
+        self.messages, self.failed, self.external, self.pending = [], [], set(), set()
+        page.on("console", lambda m: self.messages.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.messages.append(f"page error: {e}"))
+        page.on("request", self._request)
+        page.on("requestfinished", lambda r: self.pending.discard(r))
+        page.on("requestfailed", self._request_failed)
+        page.on("response", lambda r: self.failed.append(f"{r.url} ({r.status})") if r.status >= 400 else None)
+
+    def _request(self, request):
+        if request.url.startswith(self.server):
+            self.pending.add(request)
+        else:
+            self.external.add(request.url)  # data: URLs make no request event; anything else is another host
+
+    def _request_failed(self, request):
+        self.pending.discard(request)
+        # Every failure counts, net::ERR_ABORTED too: no visit leaves a page with requests in flight (settle), so
+        # moving on to the next page cancels none.
+        if request.url.startswith(self.server):
+            self.failed.append(f"{request.url} ({request.failure})")
+
+    def visit(self, url: str) -> None:
+        self.messages.clear()
+        self.pending.clear()
+        self.page.goto(url, wait_until="load")  # the load event: every image and script of the HTML is in
+
+    def settle(self, timeout_s: float = 30) -> None:
+        """Wait for the fonts the laid-out page uses (MathJax's, once it has typeset) and for every request to
+        the server the page has made so far (a font, a MathJax component loaded on demand) to finish."""
+        self.page.evaluate("document.body.offsetHeight; document.fonts.ready.then(() => null)")
+        deadline = time.monotonic() + timeout_s
+        while self.pending:
+            assert time.monotonic() < deadline, f"requests still in flight after {timeout_s} s: " + \
+                str(sorted(r.url for r in self.pending))
+            self.page.wait_for_timeout(10)
+
+
+# Every host name and address resolves to nothing, except the local server's: the book and the decks must carry
+# their MathJax, reveal.js and fonts. (Blocking with page.route would also turn off the browser's cache, and every
+# page would download and compile MathJax and the theme's scripts again: 4 MB a page.)
+BLOCK_OTHER_HOSTS = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
+
+
+def test_the_browser_checks_catch_a_broken_page(tmp_path):
+    """The machinery of the browser test on a page that does everything wrong: it asks two other hosts (by name
+    and by address), a missing image, a missing file by fetch(), and logs an error."""
+    chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "broken.html").write_text(
+        '<html><body><img src="https://cdn.example.org/a.png"><img src="http://93.184.216.34/b.png">'
+        '<img src="missing.png"><script>console.error("boom"); fetch("late.json")</script>'
+        "</body></html>")
+    with serve(tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, BLOCK_OTHER_HOSTS])
+        tab = Tab(browser.new_page(), url)
+        tab.visit(f"{url}broken.html")
+        tab.settle()  # late.json may still be in flight after the load event: fetch() does not delay it
+        browser.close()
+    assert tab.external == {"https://cdn.example.org/a.png", "http://93.184.216.34/b.png"}
+    assert sorted(tab.failed) == [f"{url}late.json (404)", f"{url}missing.png (404)"]
+    assert "boom" in tab.messages
+    assert not tab.pending
+
+
 def test_every_page_in_a_real_browser(built_book, built_decks, server):
     chromium_or_skip()
     from playwright.sync_api import sync_playwright
@@ -145,38 +239,21 @@ def test_every_page_in_a_real_browser(built_book, built_decks, server):
     pages = toc_pages()
     shots = built_book.parent / "screenshots"
     shots.mkdir(exist_ok=True)
-    problems, external, failed = [], set(), []
+    problems = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        messages = []
-        page.on("console", lambda m: messages.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: messages.append(f"page error: {e}"))
-        # A request the browser cancels because the test moved on (net::ERR_ABORTED: a MathJax font still loading
-        # when the next page opens) is not a missing file: that shows as a response >= 400 below.
-        page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})")
-                if r.url.startswith(server) and r.failure != "net::ERR_ABORTED" else None)
-        page.on("response", lambda r: failed.append(f"{r.url} ({r.status})") if r.status >= 400 else None)
-
-        def route(request_route):
-            url = request_route.request.url
-            if url.startswith(server):
-                return request_route.continue_()
-            external.add(url)  # no network: every other host is blocked
-            return request_route.abort()
-
-        page.route("**/*", route)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, BLOCK_OTHER_HOSTS])
+        tab = Tab(browser.new_page(viewport={"width": 1280, "height": 900}), server)
+        page = tab.page
         for i, name in enumerate(pages):
-            messages.clear()
-            page.goto(f"{server}html/{name}.html", wait_until="load")
+            tab.visit(f"{server}html/{name}.html")
             if page.evaluate("document.querySelector('.math') !== null"):
                 page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise")
-                page.evaluate("MathJax.startup.promise")
-            page.wait_for_load_state("networkidle")
+                page.evaluate("MathJax.startup.promise")  # resolves once MathJax has typeset the page
+            tab.settle()
             text = page.inner_text("main")
             heading = page.inner_text("main h1").replace("#", "").strip()
             found = {
-                "console errors": list(messages),
+                "console errors": list(tab.messages),
                 "raw TeX left": [m for m in ("$$", "\\(", "\\[") if m in text],
                 "MathJax errors": page.eval_on_selector_all("mjx-merror", "e => e.length"),
                 "images not loaded": page.eval_on_selector_all(
@@ -192,28 +269,27 @@ def test_every_page_in_a_real_browser(built_book, built_decks, server):
             }
             problems += [f"{name}: {what}: {detail}" for what, detail in found.items() if detail]
             page.screenshot(path=str(shots / f"{name.replace('/', '__')}.png"))
+            tab.settle()  # whatever the checks or the screenshot set off arrives before the next page
         for deck in built_decks:
-            messages.clear()
-            problems += [f"slides/{deck.path.name}: {what}" for what in _deck_problems(page, deck, server, messages)]
+            problems += [f"slides/{deck.path.name}: {what}" for what in _deck_problems(tab, deck)]
         browser.close()
     assert not problems, "\n".join(problems)
-    assert not external, f"pages requested external resources: {sorted(external)}"
-    assert not failed, f"failed requests: {failed}"
+    assert not tab.external, f"pages requested external resources: {sorted(tab.external)}"
+    assert not tab.failed, f"failed requests: {tab.failed}"
     assert len(list(shots.glob("*.png"))) == len(pages)
 
 
-def _deck_problems(page, deck, server: str, messages: list) -> list[str]:
+def _deck_problems(tab: Tab, deck) -> list[str]:
+    page, server = tab.page, tab.server
     slides, figures = expected_deck(deck.lesson)
-    page.goto(f"{server}slides/{deck.path.name}", wait_until="load")
+    tab.visit(f"{server}slides/{deck.path.name}")
     page.wait_for_function("window.Reveal && Reveal.isReady() && window.MathJax && MathJax.startup"
                            " && MathJax.startup.promise")
     page.evaluate("MathJax.startup.promise")
-    # Fonts MathJax asks for while it typesets are still loading here: leaving the deck before they arrive aborts
-    # them (net::ERR_ABORTED), a failure of the test's haste, not of the deck.
-    page.wait_for_load_state("networkidle")
+    tab.settle()  # the fonts MathJax asked for while it typeset
     markdown = page.eval_on_selector_all(".reveal .jp-RenderedMarkdown", "els => els.map(e => e.textContent).join(' ')")
     found = {
-        "console errors": list(messages),
+        "console errors": list(tab.messages),
         "slides": None if page.evaluate("Reveal.getTotalSlides()") == slides else
         f"{page.evaluate('Reveal.getTotalSlides()')}, expected {slides} (title, sections, figures, tagged cells)",
         "figures": None if page.eval_on_selector_all(".reveal .jp-OutputArea img", "e => e.length") == figures else

@@ -52,17 +52,17 @@ def timed_run(model, batch, loss_of, evaluate, max_steps, lr, warmup_steps):
 def dates():
     source, target = data.date_tokenizers()
     splits = data.date_splits(seed=0)
-    src, dec_in, dec_out = data.encode_pairs(data.date_examples(splits.train, 60000, seed=1), source, target)
+    src, dec_in, dec_out = data.encode_pairs(data.date_examples(splits.train, 32000, seed=1), source, target)
     valid = data.date_examples(splits.valid, 500, seed=2)
     torch.manual_seed(0)
     model = Seq2SeqTransformer(Seq2SeqConfig(len(source), len(target), d_model=64, num_heads=4, d_ff=256,
                                              max_len=40, norm_first=True))
     return timed_run(
-        model, data.batcher(src, dec_in, dec_out, batch_size=128),
+        model, data.batcher(src, dec_in, dec_out, batch_size=64),
         lambda m, b: masked_cross_entropy(m(b[0], b[1]), b[2]),
         lambda m: {"accuracy": exact_match(translate(m, [x for x, _ in valid], source, target, 12),
                                            [y for _, y in valid])},
-        max_steps=500, lr=2e-3, warmup_steps=100)
+        max_steps=500, lr=3e-3, warmup_steps=50)
 
 
 def sorting():

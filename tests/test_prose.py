@@ -42,7 +42,7 @@ ALLOWED = {
            "12,704": "12d^2 + 13d at d = 32, arithmetic in the text", "4,096": "the widest model of the figure"},
     "09": {"20.07": "a date written with dots, 20.07.1969, an example of the task's input",
            "90%": "the training share of data.date_splits (5% validation, 5% test)",
-           "64,000": "500 steps x 128 examples, arithmetic in the text", "2,400": "12 formats x 200 test dates"},
+           "2,400": "12 formats x 200 test dates"},
     "10": {"3.32": "log2(10), arithmetic", "40,000": "the number of draws of exercise 10.2's check"},
     "11": {"4,000": "the 2017 paper's warm-up steps"},
     "12": {"9,000": "the task's training split, about 9,000 numbers (data.number_splits)",

@@ -143,11 +143,11 @@ METRICS = {
 # 93 s, its training 60 s, 96 s of kernel CPU time (valid 0.996, test 0.999, worst format 0.990, loss ratio 791).
 # Batches of 64 halve the training's arithmetic but use the second core less well, so the wall time falls by a third.
 #
-# The training's CPU time (mirror, default numerics, load 3-5): a step of 128 takes about 0.27 s of CPU (measured
-# over 60 steps; about 135 s for 500), 500 steps of 64 take 68-71 s, evaluations included. The whole lesson under the old settings took 182 s of kernel CPU time
-# (table below, load 10-19). Tried and not used: 500 steps of 64 at the old 2e-3 / 100 warm-up (mirror, seed +0:
-# test 0.994 but worst format 0.960, too close to 0.95); 250 steps of 128 at 4e-3 / 50 (test 0.964, worst format
-# 0.880: fails).
+# The training's CPU time (mirror, default numerics, load 3-5): a step of 128 takes about 0.27 s of CPU (measured over
+# 60 steps; about 135 s for 500), 500 steps of 64 take 68-71 s, evaluations included. The whole lesson under the old
+# settings took 182 s of kernel CPU time (table below, load 10-19). Tried and not used: 500 steps of 64 at the old 2e-3
+# / 100 warm-up (mirror, seed +0: test 0.994 but worst format 0.960, too close to 0.95); 250 steps of 128 at 4e-3 / 50
+# (test 0.964, worst format 0.880: fails).
 #
 #   lesson 11 (mirror runs; the lesson trains on one thread, so only ATEN_CPU_CAPABILITY changes its numerics)
 #   metric (claim)                                 default   aten=avx2   aten=default   default

@@ -6,10 +6,10 @@ tokenizers from :func:`capstone_task`, builds a model of their choice, trains it
 trained ``nn.Module``: ``model(src, tgt)`` maps source ids ``(B, n_enc)`` (English characters) and decoder input
 ids ``(B, n_dec)`` (German BPE tokens, starting with ``<bos>``) to logits ``(B, n_dec, |V|)``.
 
-The check translates :data:`SAMPLE` numbers of the *test* split (drawn with ``core.case_seed`` from one half of it:
-the grader's ``--cases-seed`` draws its sample from the other half, so no public number is a hidden one) with the package's own :func:`~transformer_course.generation.greedy_decode`,
-and scores the translations against ``num2words``: exact match and chrF (``sacrebleu``). The points come in bands
-(:data:`BANDS`): full marks need exact match >= 95%.
+The check translates :data:`SAMPLE` numbers of the *test* split (drawn with ``core.case_seed`` from one half of it: the
+grader's ``--cases-seed`` draws its sample from the other half, so no public number is a hidden one) with the package's
+own :func:`~transformer_course.generation.greedy_decode`, and scores the translations against ``num2words``: exact match
+and chrF (``sacrebleu``). The points come in bands (:data:`BANDS`): full marks need exact match >= 95%.
 
 Re-checked outside the kernel: the learner's model is called once, through ``core.call_answer``, by a function
 that decodes the held-out sources inside the kernel and returns the token ids; the grader records those ids and

@@ -181,7 +181,8 @@ def main(argv=None):
         totals = [sum(r[k] for r in rows) for k in range(1, 6)]
         for name, prepared, run, replay, grader, plain in [*rows, ("all", *totals)]:
             own = run - grader_fixed * (len(rows) if name == "all" else 1)
-            print(f"  {name:34} {prepared:8.2f} {run:8.2f} {own:10.2f} {replay:8.2f} {grader:8.2f} {plain:10.2f}")
+            print(f"  {name:34} {prepared:8.2f} {run:8.2f} {own:10.2f} {replay:8.2f} {grader:8.2f} {plain:10.2f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ def test_check_and_grade_use_the_one_definition_of_the_grader_limits(tmp_path, m
     grade_argv = ["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]
     check_argv = ["check", str(tmp_path / "01_x.ipynb")]
     assert _limits_used(grade_argv, monkeypatch) == _limits_used(check_argv, monkeypatch) == Limits()
-    assert "per cell (default: 60, as `grade`)" in _subcommand_help("check")
+    text = _subcommand_help("check")
+    assert "seconds of CPU time allowed per cell" in text and "on the clock (default: 60, as `grade`)" in text
     # The execution code and the grading functions' own default (limits=None) take the same class.
     assert execute.Limits is grader.Limits is selfcheck.Limits is verdict.Limits is limits_module.Limits
 
@@ -125,7 +126,7 @@ def test_check_and_grade_use_the_one_definition_of_the_grader_limits(tmp_path, m
 
     monkeypatch.setattr(limits_module, "Limits", Edited)
     assert _limits_used(grade_argv, monkeypatch) == _limits_used(check_argv, monkeypatch) == Edited()
-    assert "per cell (default: 7, as `grade`)" in _subcommand_help("check")
+    assert "on the clock (default: 7, as `grade`)" in _subcommand_help("check")
     assert "no limit (default: 700)" in _subcommand_help("grade")
 
 
@@ -566,7 +567,8 @@ def test_the_capstone_is_re_scored_outside_the_kernel_from_the_ids_its_model_wro
 
     found = graded_check(tmp_path, monkeypatch, LookUp(right.__getitem__), "12.4")
     assert (found.verdict, found.points) == ("passed", 4)
-    assert found.message == "4/4 points: exact match 100.0% (300 of 300 held-out numbers), chrF 100.0"
+    n = capstone.SAMPLE
+    assert found.message == f"4/4 points: exact match 100.0% ({n} of {n} held-out numbers), chrF 100.0"
     record = torch.load(tmp_path / "12.4.pt", weights_only=True)
     (kind, ids, rng), = record["calls"]
     assert kind == "value" and ids.dtype == torch.long and ids.shape[0] == capstone.SAMPLE

@@ -115,7 +115,9 @@ def fixed_costs(repeats: int) -> dict[str, float]:
 
 
 def per_notebook(notebooks: list[Path], work: Path) -> list[tuple[str, float, float, float, float, float]]:
-    """For each notebook graded alone: (name, prepare, run, replay and rows, grader total, nbconvert)."""
+    """For each notebook graded alone: (name, prepare, the run's subprocess, the replay outside the kernel and the
+    rows, grader total, nbconvert)."""
+    from transformer_course.grading import execute
     from transformer_course.grading.collect import load_releases
     from transformer_course.grading.execute import run_notebook
     from transformer_course.grading.limits import Limits
@@ -125,19 +127,35 @@ def per_notebook(notebooks: list[Path], work: Path) -> list[tuple[str, float, fl
 
     releases = {r.name: r for r in load_releases(ROOT / "exercises")}
     limits, snapshot = Limits(), Snapshot.of()
+    replays: list[float] = []  # the re-checks outside the kernel, which run_notebook makes after its subprocess
+    confirm = execute.confirm
+
+    def timed_confirm(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return confirm(*args, **kwargs)
+        finally:
+            replays.append(time.perf_counter() - start)
+
+    execute.confirm = timed_confirm
     rows = []
-    for path in notebooks:
-        release = releases[path.name]
-        t0 = time.perf_counter()
-        prepared = prepare(release, path.read_bytes())
-        t1 = time.perf_counter()
-        run = run_notebook(prepared.nb, release.name, prepared.checks, limits, snapshot)
-        t2 = time.perf_counter()
-        graded = unit_rows("benchmark", release, prepared, run, limits)
-        t3 = time.perf_counter()
-        assert all(r.status == "passed" for r in graded), [r for r in graded if r.status != "passed"]
-        plain, _ = timed(lambda path=path: nbconvert(path, work / f"alone-{path.name}"))
-        rows.append((path.stem, t1 - t0, t2 - t1, t3 - t2, t3 - t0, plain))
+    try:
+        for path in notebooks:
+            release = releases[path.name]
+            replays.clear()
+            t0 = time.perf_counter()
+            prepared = prepare(release, path.read_bytes())
+            t1 = time.perf_counter()
+            run = run_notebook(prepared.nb, release.name, prepared.checks, limits, snapshot)
+            t2 = time.perf_counter()
+            graded = unit_rows("benchmark", release, prepared, run, limits)
+            t3 = time.perf_counter()
+            assert all(r.status == "passed" for r in graded), [r for r in graded if r.status != "passed"]
+            plain, _ = timed(lambda path=path: nbconvert(path, work / f"alone-{path.name}"))
+            replay = sum(replays)
+            rows.append((path.stem, t1 - t0, t2 - t1 - replay, replay + t3 - t2, t3 - t0, plain))
+    finally:
+        execute.confirm = confirm
     return rows
 
 
@@ -174,14 +192,14 @@ def main(argv=None):
         grader_fixed = sum(seconds for name, seconds in fixed.items() if "nbconvert" not in name)
 
         print("\nEach notebook graded alone (wall seconds; own cells: the run less the grader's fixed costs above):")
-        print(f"  {'notebook':34} {'prepare':>8} {'run':>8} {'own cells':>10} {'replay':>8} {'grader':>8} "
+        print(f"  {'notebook':34} {'prepare':>8} {'run':>8} {'cells, est.':>11} {'replay':>8} {'grader':>8} "
               f"{'nbconvert':>10}")
         (work / "alone").mkdir()
         rows = per_notebook(solutions, work / "alone")
         totals = [sum(r[k] for r in rows) for k in range(1, 6)]
         for name, prepared, run, replay, grader, plain in [*rows, ("all", *totals)]:
             own = run - grader_fixed * (len(rows) if name == "all" else 1)
-            print(f"  {name:34} {prepared:8.2f} {run:8.2f} {own:10.2f} {replay:8.2f} {grader:8.2f} {plain:10.2f}",
+            print(f"  {name:34} {prepared:8.2f} {run:8.2f} {own:11.2f} {replay:8.2f} {grader:8.2f} {plain:10.2f}",
                   flush=True)
 
 

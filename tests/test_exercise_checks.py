@@ -16,12 +16,16 @@ import tests.answers
 from tests.answers import Deferred
 from transformer_course.checks import REGISTRY, CheckFailed, check, core
 
-TABLES, MISTAKE_IDS = {}, {}
+TABLES, MISTAKE_IDS, SOLUTION_COUNTS = {}, {}, {}
 for module_info in pkgutil.iter_modules(tests.answers.__path__):
     module = importlib.import_module(f"tests.answers.{module_info.name}")
     TABLES.update(module.EXERCISES)
     # Optional: per exercise, the exact mistake id (or None) each wrong answer must be named by.
     MISTAKE_IDS.update(getattr(module, "MISTAKES", {}))
+    # Optional: exercises graded by what a trained model achieves, whose solution's model counts as one correct
+    # alternative: nbval trains it (solutions/NN) and tests/test_grading_release.py grades it as the grader does,
+    # so training it a third time here would prove nothing more.
+    SOLUTION_COUNTS.update(getattr(module, "SOLUTION_COUNTS", {}))
 
 
 
@@ -76,7 +80,9 @@ def test_correct_alternative_is_accepted(exercise_id, answer, capsys, cases_seed
 def test_every_exercise_has_enough_answers_in_the_tests(exercise_id):
     wrong, right = TABLES.get(exercise_id, ({}, {}))
     assert len(wrong) >= 4, f"{exercise_id}: at least 4 known-wrong answers"
-    assert len(right) >= 2, f"{exercise_id}: at least 2 correct alternatives"
+    solution = 1 if exercise_id in SOLUTION_COUNTS else 0
+    assert len(right) + solution >= 2, f"{exercise_id}: at least 2 correct alternatives"
+    assert len(right) >= 1, f"{exercise_id}: at least 1 correct alternative besides the solution"
 
 
 def test_hidden_cases_differ_from_the_public_ones(monkeypatch):

@@ -182,3 +182,5 @@ RIGHT = {
 }
 
 EXERCISES = {"12.4": (WRONG, RIGHT)}
+# The lesson's recipe, the other correct answer (see the module's docstring).
+SOLUTION_COUNTS = {"12.4": "solutions/12_capstone_real_words.ipynb, ex4-answer"}

@@ -239,9 +239,13 @@ def blank(folder: Path) -> Expected:
 
 @student
 def bob(folder: Path) -> Expected:
-    """Two classic mistakes, one right answer. (STUDENT__NN_topic.ipynb layout)"""
-    file_layout(folder, "bob", with_sources(ex1=WRONG_TRANSPOSE, ex2=SWAPPED, ex3=solution_source("01.3")))
-    return {"01.1": failed("01.1", WRONG_TRANSPOSE), "01.2": failed("01.2", SWAPPED), "01.3": passed("01.3")}
+    """Two classic mistakes, one right answer, and a cell that runs code built from a string, which only the
+    kernel's audit hook sees (grading/audit.py). (STUDENT__NN_topic.ipynb layout)"""
+    nb = with_sources(ex1=WRONG_TRANSPOSE, ex2=SWAPPED, ex3=solution_source("01.3"))
+    file_layout(folder, "bob", insert_after(nb, "ex3-answer", 'exec("answer = " + "42")', "built"))
+    return {"01.1": failed("01.1", WRONG_TRANSPOSE), "01.2": failed("01.2", SWAPPED),
+            "01.3": ("passed", passed("01.3")[1] + " [review the code: it ran code built from strings (exec, eval or "
+                                                   "compile)]")}
 
 
 @student

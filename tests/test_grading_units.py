@@ -23,7 +23,15 @@ from transformer_course.grading import limits as limits_module
 from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
 from transformer_course.grading.gradebook import COLUMNS, GradeRow, read_csv
 from transformer_course.grading.limits import Limits
-from transformer_course.grading.prepare import GRADER_CHECK_IMPORT, Prepared, load_release, prepare, strip_markers
+from transformer_course.grading.prepare import (
+    AUDIT_CELL,
+    AUDIT_CELL_ID,
+    GRADER_CHECK_IMPORT,
+    Prepared,
+    load_release,
+    prepare,
+    strip_markers,
+)
 from transformer_course.grading.replay import Confirmation
 
 
@@ -159,7 +167,9 @@ def test_prepared_notebook_restores_checks_and_read_only_cells():
     prepared = prepare(release, json.dumps(nb).encode())
     cells = {c.id: c for c in prepared.nb.cells}
     original = {c.id: c for c in release.nb.cells}
-    assert [c.id for c in prepared.nb.cells] == [c.id for c in release.nb.cells]
+    # the grader's audit cell first, before anything of the learner's (grading/audit.py), then the release's cells
+    assert [c.id for c in prepared.nb.cells] == [AUDIT_CELL_ID] + [c.id for c in release.nb.cells]
+    assert cells[AUDIT_CELL_ID].source == AUDIT_CELL
     assert cells["setup"].source == original["setup"].source
     assert cells["ex1-task"].source == original["ex1-task"].source
     assert cells["ex2-check"].source == GRADER_CHECK_IMPORT + original["ex2-check"].source
@@ -593,6 +603,15 @@ def test_review_notes_flag_the_number_word_generator():
     assert review_notes(["pairs = data.number_examples(data.number_splits().test)"]) == [
         f"{flagged} (number_examples, number_splits)"]
     assert review_notes(["f = getattr(data, 'number_words')"]) == [f"{flagged} (number_words)"]
+    # Spelled in pieces (issue 34): joined constants, f-strings, "".join, and a piece of a name joined with a value.
+    assert review_notes(['exec("from num" + "2words import num2words")']) == [f"{flagged} (num2words)"]
+    assert review_notes(["f = getattr(data, 'number_' + kind)"]) == [f"{flagged} (number_... (a name built from pieces))"]
+    assert review_notes(["f = getattr(data, f'number_{kind}')"]) == [f"{flagged} (number_... (a name built from pieces))"]
+    assert review_notes(["g = getattr(f, '__glob' + 'als__')"]) == ["uses __globals__"]
+    assert review_notes(["g = getattr(f, ''.join(['__glob', 'als__']))"]) == ["uses __globals__"]
+    assert review_notes(['import os\nm = os.sys.modules["import" + "lib"]']) == ["uses importlib, sys.modules"]
+    # Ordinary strings built from pieces are not names.
+    assert review_notes(['print(f"loss {loss:.3f} after {n} steps: " + "done")', 'label = "English" + " -> German"']) == []
     # The capstone's solution: the read-only setup cell imported the package's parts; the answer uses them.
     answer = ("model = Seq2SeqTransformer(config)\nhistory = train(model, batches, loss_of, max_steps=300)\n"
               "scores = evaluate_translator(model, valid_pairs)\ntranslator = model")

@@ -27,7 +27,7 @@ from typing import Literal, get_args
 import nbformat
 
 from transformer_course.checks.core import MISTAKE_ID, MISTAKE_ID_MAX
-from transformer_course.grading import plugin
+from transformer_course.grading import audit, plugin
 from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.messages import sanitize
@@ -53,6 +53,7 @@ BOOT = (
     "sys.exit(pytest.main(sys.argv[2:], plugins=[plugin]))\n"
 )
 MAX_RESULT_BYTES = 64 * 2**20  # the plugin's record of the cells (a few kB in practice)
+MAX_BEHAVIOUR_BYTES = 64 * 2**10  # the audit hook's records: at most audit.MAX_RECORDS short lines
 # Replays run in this process, one at a time: some checkers seed torch's global generator.
 _REPLAY_LOCK = threading.Lock()
 
@@ -108,6 +109,7 @@ class RunResult:
     exit_code: int | None = None
     log_tail: str = ""
     package_changes: list[str] = field(default_factory=list)  # in the run's copy of the course package
+    behaviour: list[str] = field(default_factory=list)  # review notes from what the learner's code did (audit.py)
 
 
 def _environment(root: Path, token: str, spec: Path, records: Path, package: Path,
@@ -187,6 +189,11 @@ def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], l
             if data.get("setup_report"):  # the grader's log keeps every attempt and the kernel's stderr
                 print(f"kernel start failed for {name}:\n{data['setup_report']}", file=sys.stderr, flush=True)
             result.finished = bool(data.get("finished"))
+        try:
+            behaviour = read_regular_file(records / audit.FILE_NAME, MAX_BEHAVIOUR_BYTES)
+        except (OSError, ValueError):  # none recorded, or not a regular file: the kernel's doing
+            behaviour = b""
+        result.behaviour = audit.notes(behaviour.decode("utf-8", "replace"))
         for cell_id, exercise in checks.items():
             cell = result.cells.get(cell_id)
             if cell is not None and cell.state == "ok":

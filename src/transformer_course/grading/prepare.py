@@ -28,6 +28,13 @@ from transformer_course.cell_metadata import METADATA_KEY, exercise_record, is_r
 
 MAX_NOTEBOOK_BYTES = 100 * 2**20
 GRADER_CHECK_IMPORT = "from transformer_course.grading.kernel import recording_check as check  # the grader's check\n"
+# The prepared notebook's first cell, before any of the learner's: the audit hook that records what their code does
+# (grading/audit.py). Its id cannot clash with a released or learner's cell (ids never start with "grader-" there).
+AUDIT_CELL_ID = "grader-audit"
+AUDIT_CELL = ("import transformer_course.grading.audit as _grader_audit\n"
+              "import transformer_course.grading.kernel  # what the check cells import, imported before the hook\n"
+              "_grader_audit.install()\n"
+              "del _grader_audit\n")
 NBVAL_MARKERS = {
     "NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION",
     "PYTEST_VALIDATE_IGNORE_OUTPUT",
@@ -234,6 +241,8 @@ def prepare(release: Release, data: bytes) -> Prepared:
             yield _new_cell(cell.cell_type, strip_markers(cell.source) if cell.cell_type == "code" else cell.source,
                             cell_id)
 
+    out.append(_new_cell("code", AUDIT_CELL, AUDIT_CELL_ID))
+    used_ids.add(AUDIT_CELL_ID)
     out.extend(extra_cells(-1))
     for i, rel in enumerate(released):
         sub = submitted_for.get(i)
@@ -250,8 +259,8 @@ def prepare(release: Release, data: bytes) -> Prepared:
         out.extend(extra_cells(i))
 
     nb = nbformat.v4.new_notebook(cells=out, metadata={"kernelspec": release.nb.metadata.get("kernelspec", {})})
-    learner_code = [c.source for c in out if c.cell_type == "code" and c.id not in checks and not
-                    any(c.id == r.id and is_read_only(r) for r in released)]
+    learner_code = [c.source for c in out if c.cell_type == "code" and c.id not in checks and c.id != AUDIT_CELL_ID
+                    and not any(c.id == r.id and is_read_only(r) for r in released)]
     return Prepared(nb, checks, tampered, review_notes(learner_code))
 
 
@@ -277,9 +286,46 @@ _MODULES = {"builtins", "ctypes", "importlib", "gc", "inspect"}
 # switches them off while the learner's model translates; code that uses them at all deserves a look (a model
 # trained on the held-out numbers, a translation looked up before the check).
 _NUMBER_WORDS = {"num2words", "number_words", "number_examples", "number_splits", "CONVERTER_CLASSES"}
+_WATCHED = _MACHINERY | _NUMBER_WORDS | _MODULES | {"num2words"}
 # CPython 3.11's ast.parse is not thread-safe ("SystemError: AST constructor recursion depth mismatch" when two of
 # the grader's threads parse at once, CPython issue 106905): one parse at a time.
 _PARSE = threading.Lock()
+
+
+def _string_pieces(node) -> tuple[list[str], bool]:
+    """The constant pieces of a string expression (``"__glob" + "als__"``, f-strings, ``"".join([...])``), and
+    whether the expression is made of constants only."""
+    if isinstance(node, ast.Constant):
+        return ([node.value], True) if isinstance(node.value, str) else ([], False)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        (left, a), (right, b) = _string_pieces(node.left), _string_pieces(node.right)
+        return left + right, a and b
+    if isinstance(node, ast.JoinedStr):
+        pieces = [_string_pieces(v) for v in node.values]
+        return [p for ps, _ in pieces for p in ps], all(c for _, c in pieces)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and isinstance(node.func.value, ast.Constant) and node.func.value.value == ""
+            and len(node.args) == 1 and isinstance(node.args[0], ast.List | ast.Tuple)):
+        pieces = [_string_pieces(v) for v in node.args[0].elts]
+        return [p for ps, _ in pieces for p in ps], all(c for _, c in pieces)
+    return [], False
+
+
+def _built_names(node) -> set[tuple[str, str]]:
+    """Watched names that a string expression spells in pieces, as ``(name, what it belongs to)``: a name inside the
+    joined constants (``"__glob" + "als__"``, ``"from num" + "2words import ..."``), or a piece of four or more
+    characters of a name joined with something else (``"number_" + kind``)."""
+    pieces, constant = _string_pieces(node)
+    if len(pieces) < 2 and not (pieces and not constant):
+        return set()  # a plain constant: the caller's own rules read it
+    found = set()
+    if constant:
+        whole = "".join(pieces)
+        found |= {(name, name) for name in _WATCHED if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", whole)}
+    else:
+        found |= {(f"{piece}... (a name built from pieces)", name) for piece in pieces if len(piece) >= 4
+                  for name in _WATCHED if piece in name and piece != name}
+    return found
 
 
 def review_notes(sources: list[str]) -> list[str]:
@@ -317,8 +363,9 @@ def review_notes(sources: list[str]) -> list[str]:
             elif isinstance(node, ast.Attribute):
                 if node.attr in _MACHINERY:
                     machinery.add(node.attr)
-                elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
-                    machinery.add("sys.modules")
+                elif node.attr == "modules" and (isinstance(node.value, ast.Name) and node.value.id == "sys" or
+                                                 isinstance(node.value, ast.Attribute) and node.value.attr == "sys"):
+                    machinery.add("sys.modules")  # sys.modules, os.sys.modules
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == "check":
                 redefined = True
             elif isinstance(node, ast.Name) and node.id == "check" and isinstance(node.ctx, ast.Store):
@@ -331,6 +378,9 @@ def review_notes(sources: list[str]) -> list[str]:
                 generator.add(node.value)  # reached by name: importlib.import_module("num2words")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "get_ipython"):
                 machinery.add(node.id)
+            if isinstance(node, ast.BinOp | ast.JoinedStr | ast.Call):  # a name spelled in pieces
+                for shown, name in _built_names(node):
+                    (generator if name in _NUMBER_WORDS | {"num2words"} else machinery).add(shown)
     notes = []
     if package:
         notes.append(f"imports the course's reference code ({', '.join(sorted(package))})")

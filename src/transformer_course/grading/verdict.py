@@ -154,8 +154,9 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
         if changes:
             message = f"{'; '.join(changes)}. The released check was restored and run: {status}: {message}"
             status = "tampered"
-        if points and prepared.review:
-            message = f"{clean(message)} [review the code: it {'; '.join(prepared.review)}]"
+        review = [*prepared.review, *run.behaviour]
+        if points and review:
+            message = f"{clean(message)} [review the code: it {'; '.join(review)}]"
         cell = run.cells.get(check.cell_id)
         mistake = f"{check.exercise}/{cell.mistake}" if status == "failed" and cell and cell.mistake else ""
         rows.append(GradeRow(student, release.name, check.exercise, check.title, points, check.points, status,

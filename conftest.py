@@ -24,29 +24,32 @@ compare_without_torch_log_lines()
 
 
 # Seconds each file keeps one worker busy in a `make test` of a fresh clone on a 2-core Intel Xeon (AVX-512), measured
-# 2026-11-26 (book, lessons 09 and 11 and e2e since estimated from their changes).
+# 2026-11-26 (tests/test_exercise_checks.py since estimated from its change: 12.4 trains one model, not two).
 # pytest-xdist (--dist loadfile --no-loadscope-reorder) hands whole files to its two workers in collection order, so
 # the longest start first and the short ones fill the gaps at the end; unlisted files follow in their own order. With
 # xdist's default order (by test count) the one-test release grading started last and one worker ran it alone.
 FILE_SECONDS = {
-    "tests/test_grading_e2e.py": 250,
-    "tests/test_exercise_checks.py": 217,
-    "tests/test_grading_release.py": 150,
-    "lessons/11_beyond_the_original.ipynb": 148,
-    "lessons/09_training_a_translator.ipynb": 130,
-    "tests/test_book.py": 130,
-    "lessons/12_capstone_real_words.ipynb": 124,
-    "lessons/10_generation_and_kv_cache.ipynb": 107,
-    "lessons/13_gpt_on_real_text.ipynb": 107,
-    "tests/test_gradescope.py": 86,
-    "tests/test_journal.py": 81,
-    "tests/test_notebooks.py": 69,
-    "solutions/12_capstone_real_words.ipynb": 59,
-    "solutions/13_gpt_on_real_text.ipynb": 56,
-    "tests/test_lab.py": 55,
-    "lessons/05_self_and_cross_attention.ipynb": 54,
-    "tests/test_capstone.py": 24,
-    "tests/test_lesson13_checks.py": 24,
+    "tests/test_grading_e2e.py": 235,
+    "tests/test_book.py": 135,
+    "lessons/11_beyond_the_original.ipynb": 129,
+    "tests/test_exercise_checks.py": 110,
+    "tests/test_grading_release.py": 107,
+    "lessons/09_training_a_translator.ipynb": 84,
+    "lessons/12_capstone_real_words.ipynb": 82,
+    "lessons/10_generation_and_kv_cache.ipynb": 77,
+    "lessons/13_gpt_on_real_text.ipynb": 72,
+    "tests/test_journal.py": 62,
+    "tests/test_notebooks.py": 56,
+    "tests/test_gradescope.py": 55,
+    "solutions/12_capstone_real_words.ipynb": 43,
+    "tests/test_lab.py": 38,
+    "solutions/13_gpt_on_real_text.ipynb": 36,
+    "lessons/05_self_and_cross_attention.ipynb": 28,
+    "tests/test_capstone.py": 25,
+    "tests/test_kernel_start.py": 20,
+    "lessons/02_attention.ipynb": 16,
+    "lessons/04_multi_head_attention.ipynb": 15,
+    "tests/test_launch.py": 14,
 }
 
 

@@ -224,3 +224,18 @@ def test_shards_merge_into_the_full_gradebook(tmp_path, release):
     merged = tmp_path / "merged.csv"
     assert main(["merge-grades", str(two), str(one), "--out", str(merged)]) == 0
     assert merged.read_bytes() == full.read_bytes()  # same rows, same order, same bytes
+
+
+def test_a_week_graded_alone_has_only_its_exercises(tmp_path):
+    """`--notebooks 01` against the whole release: the gradebook holds notebook 01's rows, no `missing` ones for the
+    notebooks of weeks to come, and the journal of the run knows which notebooks it graded."""
+    from fabricated_class import ROOT, TITLES
+
+    submissions = tmp_path / "submissions"
+    (submissions / "ann").mkdir(parents=True)
+    (submissions / "ann" / NAME).write_text(json.dumps(correct()))
+    out = tmp_path / "week1.csv"
+    assert main(["grade", str(submissions), "--release", str(ROOT / "exercises"), "--notebooks", "1", "--out",
+                 str(out), "--quiet", *LIMITS]) == 0
+    rows = read_csv(out)
+    assert [(r.exercise, r.status) for r in rows] == [(ex, "passed") for ex in sorted(TITLES)]

@@ -20,7 +20,13 @@ from transformer_course.checks import CheckFailed
 from transformer_course.cli import build_parser, main
 from transformer_course.grading import execute, grader, selfcheck, verdict
 from transformer_course.grading import limits as limits_module
-from transformer_course.grading.collect import GradingError, find_students, load_releases, select_shard
+from transformer_course.grading.collect import (
+    GradingError,
+    find_students,
+    load_releases,
+    parse_notebooks,
+    select_shard,
+)
 from transformer_course.grading.gradebook import COLUMNS, GradeRow, read_csv
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.prepare import (
@@ -53,6 +59,12 @@ def test_merge_grades_applies_a_regrade(tmp_path, capsys):
         ("ann", 0, "z", "01.1/head-not-transposed"), ("bo", 2, "y", ""), ("cy", 0, "w", "")]
     assert out.read_text().splitlines()[0] == ",".join(COLUMNS)  # the merged file has the column
     assert "ann: the rows from" in capsys.readouterr().err
+    # Two weeks (two notebooks): a student's rows of each notebook are kept; a later week replaces nothing.
+    week2 = book("week2.csv", [("ann", "02_attention.ipynb", "02.1", "t", 2, 2, "passed", "v", "")])
+    assert main(["merge-grades", str(out), str(week2), "--out", str(out)]) == 0
+    assert [(r.student, r.exercise, r.message) for r in read_csv(out)] == [
+        ("ann", "01.1", "z"), ("ann", "02.1", "v"), ("bo", "01.1", "y"), ("cy", "01.1", "w")]
+    assert "replace" not in capsys.readouterr().err
     short = book("short.csv", [("ann", NAME, "01.1", "t", 0, 2, "failed", "x")])  # new header, old row
     assert main(["merge-grades", str(short)]) == 2
     assert main(["merge-grades", str(tmp_path / "nope.csv")]) == 2
@@ -153,6 +165,24 @@ def test_the_guide_lists_every_option_of_grade():
     table = table[:table.index("\n\n")]
     listed = set(re.findall(r"^\| `(--[a-z-]+)", table, re.MULTILINE))
     assert listed == options, f"missing from the guide: {sorted(options - listed)}; unknown: {sorted(listed - options)}"
+
+
+def test_notebooks_selects_a_weeks_release(tmp_path):
+    releases = load_releases(ROOT / "exercises", ["03", "01"])
+    assert [r.name for r in releases] == ["01_tensor_shapes.ipynb", "03_masking.ipynb"]
+    assert parse_notebooks("3, 01,03") == ["01", "03"]
+    for bad in ("", "3;4", "week3", "123"):
+        with pytest.raises(GradingError, match="expected notebook numbers separated by commas"):
+            parse_notebooks(bad)
+    with pytest.raises(GradingError, match=r"no released notebook 99_\*.ipynb"):
+        load_releases(ROOT / "exercises", ["01", "99"])
+    # The command: only notebook 01's exercises, so a student with nothing else handed in has no missing rows.
+    submissions = tmp_path / "subs"
+    (submissions / "ann").mkdir(parents=True)
+    (submissions / "ann" / NAME).write_text(json.dumps(correct()))
+    out = tmp_path / "week1.csv"
+    assert main(["grade", str(submissions), "--notebooks", "99", "--out", str(out), "--quiet"]) == 2
+    assert not out.exists()
 
 
 # --- preparing a submission (no kernel) -------------------------------------------------------------------
@@ -605,13 +635,15 @@ def test_review_notes_flag_the_number_word_generator():
     assert review_notes(["f = getattr(data, 'number_words')"]) == [f"{flagged} (number_words)"]
     # Spelled in pieces (issue 34): joined constants, f-strings, "".join, and a piece of a name joined with a value.
     assert review_notes(['exec("from num" + "2words import num2words")']) == [f"{flagged} (num2words)"]
-    assert review_notes(["f = getattr(data, 'number_' + kind)"]) == [f"{flagged} (number_... (a name built from pieces))"]
-    assert review_notes(["f = getattr(data, f'number_{kind}')"]) == [f"{flagged} (number_... (a name built from pieces))"]
+    pieces = f"{flagged} (number_... (a name built from pieces))"
+    assert review_notes(["f = getattr(data, 'number_' + kind)"]) == [pieces]
+    assert review_notes(["f = getattr(data, f'number_{kind}')"]) == [pieces]
     assert review_notes(["g = getattr(f, '__glob' + 'als__')"]) == ["uses __globals__"]
     assert review_notes(["g = getattr(f, ''.join(['__glob', 'als__']))"]) == ["uses __globals__"]
     assert review_notes(['import os\nm = os.sys.modules["import" + "lib"]']) == ["uses importlib, sys.modules"]
     # Ordinary strings built from pieces are not names.
-    assert review_notes(['print(f"loss {loss:.3f} after {n} steps: " + "done")', 'label = "English" + " -> German"']) == []
+    assert review_notes(['print(f"loss {loss:.3f} after {n} steps: " + "done")',
+                         'label = "English" + " -> German"']) == []
     # The capstone's solution: the read-only setup cell imported the package's parts; the answer uses them.
     answer = ("model = Seq2SeqTransformer(config)\nhistory = train(model, batches, loss_of, max_steps=300)\n"
               "scores = evaluate_translator(model, valid_pairs)\ntranslator = model")

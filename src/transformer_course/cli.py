@@ -111,6 +111,7 @@ _LIMIT_OPTIONS = {"cell_timeout": "--timeout", "notebook_timeout": "--notebook-t
 
 
 def cmd_grade(args) -> int:
+    from transformer_course.grading.collect import parse_notebooks
     from transformer_course.grading.gradebook import write_csv
     from transformer_course.grading.grader import GradingError, grade, parse_shard
     from transformer_course.grading.journal import Journal, journal_path
@@ -136,8 +137,10 @@ def cmd_grade(args) -> int:
     try:
         shard = parse_shard(args.shard) if args.shard is not None else None
         limits = _limits(args)
+        notebooks = parse_notebooks(args.notebooks) if args.notebooks is not None else None
         book = grade(args.submissions, release=args.release, limits=limits, jobs=args.jobs, shard=shard,
-                     students=args.student or (), progress=None if args.quiet else progress, journal=journal)
+                     students=args.student or (), progress=None if args.quiet else progress, journal=journal,
+                     notebooks=notebooks)
     except GradingError as error:
         journal.close()
         return _fail(str(error))
@@ -337,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--out", required=True, help="the CSV gradebook to write")
     p.add_argument("--release", default="exercises", help="folder of released exercise notebooks (default: exercises)")
+    p.add_argument("--notebooks", metavar="NN[,NN...]",
+                   help="grade only these released notebooks, by number (a week's assignment: --notebooks 03,04); "
+                        "the gradebook then holds only their exercises (default: every released notebook)")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                    help="notebooks graded in parallel (default: the number of CPUs, at most 8)")
     _add_limit_options(p)
@@ -354,8 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("merge-grades", help="join gradebooks (shards, or a gradebook and a regrade) into one",
-                       description="Join CSV gradebooks written by `grade`. A student's rows come from the last "
-                       "file that has that student, so `merge-grades grades.csv regrade.csv` applies a regrade.")
+                       description="Join CSV gradebooks written by `grade` (shards, weeks graded with --notebooks, "
+                       "regrades). A student's rows of a notebook come from the last file that has them, so "
+                       "`merge-grades grades.csv regrade.csv` applies a regrade and `merge-grades week1.csv week2.csv` "
+                       "joins two weeks.")
     p.add_argument("gradebooks", nargs="+", help="CSV files written by `transformer-course grade`")
     p.add_argument("--out", help="write the merged gradebook here (default: standard output)")
     p.add_argument("--html", metavar="REPORT_DIR", help="also write one feedback page per student here")

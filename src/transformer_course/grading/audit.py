@@ -123,7 +123,10 @@ def install(records: str | os.PathLike | None = None) -> None:
             category, detail, rule = None, "", indirect
             if event in DIRECT:
                 category, rule = DIRECT[event], direct
-                detail = str(args[1]) if event == "object.__getattr__" and len(args) > 1 else event
+                if event == "object.__getattr__":
+                    detail = str(args[1]) if len(args) > 1 else ""
+                elif category != "exec":  # the note already says exec, eval or compile
+                    detail = event
             elif event in INDIRECT:
                 category = INDIRECT[event]
                 detail = os.path.basename(str(args[0])) if event in ("subprocess.Popen", "os.exec") and args else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,13 +32,30 @@ class Student:
     notebooks: dict[str, bytes | UnreadableNotebook] = field(default_factory=dict)  # release name -> content
 
 
-def load_releases(folder: str | Path) -> list[Release]:
+def parse_notebooks(text: str) -> list[str]:
+    """``"3,04"`` -> ``["03", "04"]``: the two-digit numbers of the released notebooks to grade (``--notebooks``)."""
+    numbers = [part.strip() for part in text.split(",")]
+    if not numbers or not all(n.isdigit() and 1 <= len(n) <= 2 for n in numbers):
+        raise GradingError(f"--notebooks {text}: expected notebook numbers separated by commas, e.g. 03,04")
+    return sorted({n.zfill(2) for n in numbers})
+
+
+def load_releases(folder: str | Path, notebooks: Sequence[str] | None = None) -> list[Release]:
+    """The released notebooks in ``folder`` (``NN_topic.ipynb`` with check cells); with ``notebooks``, only those
+    whose number NN is listed (a week's assignment), each of which must be there."""
     folder = Path(folder)
     if not folder.is_dir():
         raise GradingError(f"release folder {folder} not found (pass --release FOLDER, e.g. exercises/)")
+    paths = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if notebooks is not None:
+        missing = sorted(set(notebooks) - {p.name[:2] for p in paths})
+        if missing:
+            raise GradingError(f"--notebooks: no released notebook {', '.join(f'{n}_*.ipynb' for n in missing)} "
+                               f"in {folder}")
+        paths = [p for p in paths if p.name[:2] in set(notebooks)]
     releases = []
     seen: dict[str, str] = {}
-    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+    for path in paths:
         try:
             release = load_release(path)
         except Exception as error:  # noqa: BLE001 - any unreadable release stops grading

@@ -103,18 +103,21 @@ def read_csv(path: str | Path) -> list[GradeRow]:
 
 
 def merge(gradebooks: Sequence[tuple[str, list[GradeRow]]]) -> tuple[list[GradeRow], list[str]]:
-    """Join gradebooks (shards, or a gradebook and a regrade): a student's rows come from the last file
-    that has that student. Returns the rows and notes about the students that were replaced."""
-    owner: dict[str, str] = {}
-    by_student: dict[str, list[GradeRow]] = {}
+    """Join gradebooks (shards, weeks graded with ``--notebooks``, or a gradebook and a regrade): a student's rows
+    of a notebook come from the last file that has that student's rows of that notebook. Returns the rows and notes
+    about the rows that were replaced."""
+    owner: dict[tuple[str, str], str] = {}
+    by_unit: dict[tuple[str, str], list[GradeRow]] = {}
     notes = []
     for name, rows in gradebooks:
-        here: dict[str, list[GradeRow]] = defaultdict(list)
+        here: dict[tuple[str, str], list[GradeRow]] = defaultdict(list)
         for row in rows:
-            here[row.student].append(row)
-        for student, student_rows in here.items():
-            if student in owner:
-                notes.append(f"{student}: the rows from {name} replace those from {owner[student]}")
-            owner[student] = name
-            by_student[student] = student_rows
-    return sort_rows(r for rows in by_student.values() for r in rows), notes
+            here[row.student, row.notebook].append(row)
+        replaced: dict[str, list[str]] = defaultdict(list)
+        for unit, unit_rows in here.items():
+            if unit in owner:
+                replaced[f"{unit[0]}: the rows from {name} replace those from {owner[unit]}"].append(unit[1])
+            owner[unit] = name
+            by_unit[unit] = unit_rows
+        notes += [f"{note} ({', '.join(sorted(books))})" for note, books in replaced.items()]
+    return sort_rows(r for rows in by_unit.values() for r in rows), notes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import sys
 import time
@@ -93,13 +94,15 @@ def grade(
     students: Sequence[str] = (),
     progress: Callable[[str, str, list[GradeRow], float], None] | None = None,
     journal: Journal | None = None,
+    notebooks: Sequence[str] | None = None,
 ) -> Gradebook:
-    """Grade every (selected) student's notebooks against the release; rows sorted, deterministic. With a
+    """Grade every (selected) student's notebooks against the release (or only its ``notebooks``, numbers such as
+    ``"03"``); rows sorted, deterministic. With a
     ``journal``, each notebook's rows are recorded as it finishes, and a resumed journal's are not graded again."""
     limits = limits or Limits()
     if jobs < 1:
         raise GradingError(f"--jobs {jobs}: must be at least 1")
-    releases = load_releases(release)
+    releases = load_releases(release, notebooks)
     found, notes = find_students(submissions, releases)
     if students:
         known = {s.name for s in found}
@@ -120,7 +123,7 @@ def grade(
     suspects: list = []
     if journal is not None:
         run_id = uuid.uuid4().hex
-        record = journal.start(_describe(release, snapshot, limits, shard, students), run_id)
+        record = journal.start(_describe(releases, snapshot, limits, shard, students), run_id)
         done = {u: unit_rows for u, (digest, unit_rows) in record.done.items() if digests.get(u) == digest}
         for unit_rows in done.values():
             rows += unit_rows
@@ -188,12 +191,13 @@ def grade(
     return Gradebook(sort_rows(rows), notes, [s.name for s in chosen], len(done))
 
 
-def _describe(release: str | Path, snapshot: Snapshot, limits: Limits, shard, students: Sequence[str]) -> dict:
-    """What makes two runs the same run, for the journal: the released files, the package, the limits (the
+def _describe(releases: Sequence[Release], snapshot: Snapshot, limits: Limits, shard, students: Sequence[str]) -> dict:
+    """What makes two runs the same run, for the journal: the released files graded, the package, the limits (the
     hidden-cases seed only as a digest: the journal is no place for the secret) and the students chosen."""
     digest = hashlib.sha256()
-    for path in sorted(Path(release).glob("[0-9][0-9]_*.ipynb")):
-        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for release in releases:
+        content = json.dumps(release.nb, sort_keys=True).encode()
+        digest.update(release.name.encode() + b"\0" + hashlib.sha256(content).digest())
     chosen = asdict(limits)
     seed = chosen.pop("cases_seed")
     # A slow hash: the seed is a small integer, and a fast one could be inverted by trying them all.

@@ -74,7 +74,12 @@ def test_grade_html_links_the_class_page_and_an_old_gradebook_reports_too(rows, 
     from transformer_course.grading.report import write_html
 
     write_html(rows, tmp_path / "html")  # what `grade --html` and `merge-grades --html` write
-    assert 'href="class.html"' in (tmp_path / "html" / "index.html").read_text()
+    index = (tmp_path / "html" / "index.html").read_text()
+    assert 'href="class.html"' in index
+    # The summary as tables, not the terminal's text: a header row per table, numbers right-aligned.
+    assert "<pre>" not in index and "<th>exercise</th><th>title</th>" in index and '<td class="num">' in index
+    assert "points: students</em>, how many students earned each number of points" in (
+        tmp_path / "html" / "class.html").read_text()
     assert (tmp_path / "html" / "class.html").read_text() == (tmp_path / "html" / "class.html").read_text()
     legacy = tmp_path / "legacy.csv"  # written before the mistake column: every wrong answer is unknown
     legacy.write_text(",".join(COLUMNS[:-1]) + "\nAurelio,01_tensor_shapes.ipynb,01.1,T,0,2,failed,wrong\n")
@@ -121,3 +126,16 @@ def test_check_finds_the_release_and_says_why_it_cannot(tmp_path, monkeypatch, c
 def test_long_titles_are_cut_with_an_ellipsis():
     assert shorten("Cross-attention from cached keys and values", 32) == "Cross-attention from cached key\u2026"
     assert len(shorten("x" * 40, 32)) == 32 and shorten("A causal mask", 32) == "A causal mask"
+
+
+def test_a_whole_courses_chart_wraps_by_whole_lessons():
+    from transformer_course.grading.classpage import BARS_PER_ROW, _chart_rows, class_stats
+    from transformer_course.grading.collect import load_releases
+
+    rows = [GradeRow("ann", r.name, c.exercise, c.title, 0, c.points, "failed", "x")
+            for r in load_releases(ROOT / "exercises") for c in r.checks]
+    stats = class_stats(rows)
+    chart = _chart_rows(stats)
+    assert len(chart) >= 3 and sorted(lesson for row in chart for lesson in row) == sorted({s.lesson for s in stats})
+    assert all(sum(s.lesson in row for s in stats) <= BARS_PER_ROW for row in chart)
+    assert _chart_rows(stats[:3]) == [[stats[0].lesson]]

@@ -182,35 +182,56 @@ def class_summary(rows: Sequence[GradeRow], top: int = 3) -> str:
 # --- the page and its figure ---------------------------------------------------------------------------------
 
 
+BARS_PER_ROW = 14  # a chart row of the figure holds whole lessons, about this many bars, so labels stay readable
+
+
+def _chart_rows(stats: Sequence[ExerciseStats]) -> list[list[str]]:
+    """The lessons of each row of the figure: whole lessons, a new row when one would pass BARS_PER_ROW bars."""
+    rows: list[list[str]] = [[]]
+    count = 0
+    for lesson in sorted({s.lesson for s in stats}):
+        n = sum(s.lesson == lesson for s in stats)
+        if rows[-1] and count + n > BARS_PER_ROW:
+            rows.append([])
+            count = 0
+        rows[-1].append(lesson)
+        count += n
+    return rows
+
+
 def _figure(stats: Sequence[ExerciseStats], path: Path) -> None:
-    """A bar per exercise, its pass rate, grouped by lesson (a gap and a colour per lesson, the lesson below)."""
+    """A bar per exercise, its pass rate, grouped by lesson (a gap and a colour per lesson, the lesson below); a
+    whole course's exercises wrap onto several rows of at most about BARS_PER_ROW bars."""
     from matplotlib.figure import Figure  # no pyplot: the caller's backend and figures are left alone
 
-    lessons = sorted({s.lesson for s in stats})
     colours = ["#4c72b0", "#dd8452"]
-    x, bars, groups = 0.0, [], []
-    for k, lesson in enumerate(lessons):
-        start = x
-        for s in (s for s in stats if s.lesson == lesson):
-            bars.append((x, colours[k % 2], s))
-            x += 1
-        groups.append(((start + x - 1) / 2, lesson))
-        x += 0.6
-    fig = Figure(figsize=(max(4.5, 0.5 * x + 1.5), 3.4), dpi=100)
-    ax = fig.add_subplot()
-    for pos, colour, s in bars:
-        ax.bar(pos, 100 * s.pass_rate, width=0.8, color=colour)
-        ax.text(pos, 100 * s.pass_rate + 1.5, _percent(s.pass_rate), ha="center", fontsize=7)
-    ax.set_xticks([pos for pos, _, _ in bars], [s.exercise for _, _, s in bars], fontsize=7,
-                  rotation=90 if len(bars) > 12 else 0)
-    for pos, lesson in groups:
-        ax.text(pos, -0.13, f"lesson {lesson}", transform=ax.get_xaxis_transform(), ha="center", va="top",
-                fontsize=8)
-    ax.set_ylim(0, 110)
-    ax.tick_params(axis="y", labelsize=8)
-    ax.set_ylabel("students who passed (%)", fontsize=8)
-    ax.set_title("Pass rate per exercise, by lesson", fontsize=9)
-    ax.spines[["top", "right"]].set_visible(False)
+    chart_rows = _chart_rows(stats)
+    fig = Figure(figsize=(9.0, 2.9 * len(chart_rows) + 0.4), dpi=100)
+    axes = fig.subplots(len(chart_rows), 1, squeeze=False)[:, 0]
+    k = 0
+    for ax, lessons in zip(axes, chart_rows, strict=True):
+        x, bars, groups = 0.0, [], []
+        for lesson in lessons:
+            start = x
+            for s in (s for s in stats if s.lesson == lesson):
+                bars.append((x, colours[k % 2], s))
+                x += 1
+            groups.append(((start + x - 1) / 2, lesson))
+            x += 0.6
+            k += 1
+        for pos, colour, s in bars:
+            ax.bar(pos, 100 * s.pass_rate, width=0.8, color=colour)
+            ax.text(pos, 100 * s.pass_rate + 1.5, _percent(s.pass_rate), ha="center", fontsize=8)
+        ax.set_xticks([pos for pos, _, _ in bars], [s.exercise for _, _, s in bars], fontsize=8)
+        ax.set_xlim(-0.7, max(x - 0.6, BARS_PER_ROW * 1.05))  # every row at the same scale: bars the same width
+        for pos, lesson in groups:
+            ax.text(pos, -0.14, f"lesson {lesson}", transform=ax.get_xaxis_transform(), ha="center", va="top",
+                    fontsize=9)
+        ax.set_ylim(0, 110)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.set_ylabel("passed (%)", fontsize=9)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0].set_title("Pass rate per exercise, by lesson", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
 
@@ -229,7 +250,15 @@ def class_page(rows: Sequence[GradeRow], figure: str | None = FIGURE) -> str:
     if figure:
         parts.append(f'<p><img src="{html.escape(figure)}" alt="Pass rate per exercise, grouped by lesson" '
                      'style="max-width: 100%"></p>')
-    parts += ["<h2>Exercises</h2>", "<table>",
+    parts += ["<h2>Exercises</h2>",
+              "<p>The columns: <em>passed</em>, the students whose check passed (and what share of the class); "
+              "<em>points: students</em>, how many students earned each number of points, from 0 to the exercise's "
+              "maximum (<code>0: 3, 2: 17</code>: three students earned 0 points, seventeen earned 2); <em>known "
+              "mistakes</em>, the wrong answers that a check recognised and named (listed below); <em>unknown wrong "
+              "answers</em>, those it did not; <em>stubs left</em>, notebooks handed in with the exercise not "
+              "attempted; <em>other</em>, the rows with another status (partial, error, timeout, missing, "
+              "tampered) and how many.</p>",
+              "<table>",
               "<tr><th>exercise</th><th>passed</th><th>points: students</th><th>known mistakes</th>"
               "<th>unknown wrong answers</th><th>stubs left</th><th>other</th></tr>"]
     for s in stats:

@@ -23,6 +23,7 @@ _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid #ddd; padding: .4em .6em; text-align: left; vertical-align: top; }
+th.num, td.num { text-align: right; }
 pre { white-space: pre-wrap; margin: 0; font-size: .9em; }
 .passed { color: #11702b; } .partial { color: #7a5c00; }
 .failed, .error, .timeout, .missing { color: #a3120e; } .tampered { color: #8a4b00; }

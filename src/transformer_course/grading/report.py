@@ -14,38 +14,57 @@ from transformer_course.grading.gradebook import STATUSES, GradeRow, exercise_ke
 from transformer_course.grading.layout import html_page, text_table
 
 
-def summary(rows: Sequence[GradeRow]) -> str:
-    """Per-student totals and per-exercise pass counts, as plain-text tables."""
-    if not rows:
-        return "No rows: no students to grade."
+def summary_tables(rows: Sequence[GradeRow]) -> list[tuple[list[str], list[list[str]], set[int]]]:
+    """The summary's two tables, ``(header, body, right-aligned columns)``: per student the points and how many
+    rows of each status; per exercise how many students passed and the points earned."""
     by_student: dict[str, list[GradeRow]] = defaultdict(list)
     by_exercise: dict[tuple[str, str, str], list[GradeRow]] = defaultdict(list)
     for r in rows:
         by_student[r.student].append(r)
         by_exercise[(r.notebook, r.exercise, r.title)].append(r)
-    students = sorted(by_student)
-    exercises = sorted(by_exercise, key=lambda e: (e[0], exercise_key(e[1])))
-    out = []
-    body = []
-    for student in students:
+    students = []
+    for student in sorted(by_student):
         mine = by_student[student]
         counts = Counter(r.status for r in mine)
-        body.append([student, f"{sum(r.points for r in mine)}/{sum(r.max_points for r in mine)}"]
-                    + [str(counts.get(s, 0)) for s in STATUSES])
-    out += text_table(["student", "points", *STATUSES], body, right=set(range(1, 2 + len(STATUSES))))
-    out.append("")
-    body = []
-    for notebook, exercise, title in exercises:
+        students.append([student, f"{sum(r.points for r in mine)}/{sum(r.max_points for r in mine)}"]
+                        + [str(counts.get(s, 0)) for s in STATUSES])
+    exercises = []
+    for notebook, exercise, title in sorted(by_exercise, key=lambda e: (e[0], exercise_key(e[1]))):
         mine = by_exercise[(notebook, exercise, title)]
         passed = sum(r.status == "passed" for r in mine)
-        points = sum(r.points for r in mine)
-        body.append([exercise, title, f"{passed}/{len(mine)}", f"{points}/{sum(r.max_points for r in mine)}"])
-    out += text_table(["exercise", "title", "passed", "points"], body, right={2, 3})
-    total = sum(r.points for r in rows)
-    out.append("")
-    out.append(f"{len(students)} student(s), {len(exercises)} exercise(s): {total}/{sum(r.max_points for r in rows)}"
-               " points in all.")
-    return "\n".join(out)
+        exercises.append([exercise, title, f"{passed}/{len(mine)}",
+                          f"{sum(r.points for r in mine)}/{sum(r.max_points for r in mine)}"])
+    return [(["student", "points", *STATUSES], students, set(range(1, 2 + len(STATUSES)))),
+            (["exercise", "title", "passed", "points"], exercises, {2, 3})]
+
+
+def _total_line(rows: Sequence[GradeRow]) -> str:
+    students = len({r.student for r in rows})
+    exercises = len({(r.notebook, r.exercise) for r in rows})
+    return (f"{students} student(s), {exercises} exercise(s): {sum(r.points for r in rows)}/"
+            f"{sum(r.max_points for r in rows)} points in all.")
+
+
+def summary(rows: Sequence[GradeRow]) -> str:
+    """Per-student totals and per-exercise pass counts, as plain-text tables."""
+    if not rows:
+        return "No rows: no students to grade."
+    out = []
+    for header, body, right in summary_tables(rows):
+        out += text_table(header, body, right=right) + [""]
+    return "\n".join(out + [_total_line(rows)])
+
+
+NUMBER = ' class="num"'  # a right-aligned column
+
+
+def _html_table(header: list[str], body: list[list[str]], right: set[int]) -> str:
+    def cells(tag: str, values: list[str]) -> str:
+        return "".join(f"<{tag}{NUMBER if k in right else ''}>{html.escape(str(v))}</{tag}>"
+                       for k, v in enumerate(values))
+
+    return "\n".join(["<table>", f"<tr>{cells('th', header)}</tr>", *(f"<tr>{cells('td', b)}</tr>" for b in body),
+                      "</table>"])
 
 
 # --- HTML ------------------------------------------------------------------------------------------------
@@ -100,6 +119,7 @@ def write_html(rows: Sequence[GradeRow], folder: str | Path) -> list[Path]:
                       f'<p>The <a href="{PAGE}">class report</a>: pass rates, points and the mistakes the class made '
                       "(it names no student).</p>",
                       "<table>", "<tr><th>student</th><th>points</th></tr>", *index, "</table>",
-                      "<h2>Summary</h2>", f"<pre>{html.escape(summary(rows))}</pre>"])
+                      "<h2>Summary</h2>", f"<p>{html.escape(_total_line(rows))}</p>",
+                      *(_html_table(*table) for table in summary_tables(rows))])
     (folder / "index.html").write_text(html_page("Grades", body), encoding="utf-8")
     return [folder / "index.html", *written, *class_files]

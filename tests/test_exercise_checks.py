@@ -8,6 +8,7 @@ test first needs it, and its tests are marked slow.
 """
 
 import importlib
+import itertools
 import pkgutil
 
 import pytest
@@ -146,3 +147,82 @@ def test_the_cached_stack_step_of_10_3_is_the_last_row_of_the_full_computation()
             rows.append(out)
     torch.testing.assert_close(torch.cat(rows, dim=1), x, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(cache_k, torch.stack(keys), rtol=1e-5, atol=1e-6)
+
+
+# --- cases that separate every mistake (issue 34) ---------------------------------------------------------------------
+
+SEEDS = [None, 1, 2, 3, 4, 5]  # the public cases and five cases seeds
+
+
+@pytest.mark.parametrize("exercise_id", ["12.1", "12.2", "12.3"])
+@pytest.mark.parametrize("seed", SEEDS[1:])
+def test_wrong_answers_are_rejected_under_any_cases_seed(exercise_id, seed, monkeypatch):
+    """Every known-wrong answer is rejected under five more cases seeds, with its own mistake's name or none."""
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    wrong, right = TABLES[exercise_id]
+    for name, (answer, hint) in wrong.items():
+        with pytest.raises(CheckFailed) as failure:
+            check(exercise_id, answer)
+        assert hint in str(failure.value), f"{name}: {failure.value}"
+        named = failure.value.mistake
+        assert named is None or hint in named.hint, f"{name}: named {named.id!r}"
+        if name in MISTAKE_IDS.get(exercise_id, {}):
+            assert (named.id if named else None) == MISTAKE_IDS[exercise_id][name], f"{name}: {failure.value}"
+    for answer in right.values():
+        check(exercise_id, answer)
+
+
+#: 12.3's cases before issue 34 (same fields as lesson12.BEAM_CASES): they let through a search whose final choice
+#: keeps only the finished hypotheses, and several mistakes gave the same results on all of them.
+OLD_BEAM_CASES = [
+    ("beam_size=2, alpha=0.6 (GNMT's)", 22, 6, 1.5, 0.0, 0.0, 2, 5, 0.6),
+    ("beam_size=3, alpha=2", 2, 6, 1.5, -1.5, 0.6, 3, 4, 2.0),
+    ("|V|=7, alpha=2", 5, 7, 1.0, -2.5, 1.0, 2, 6, 2.0),
+    ("alpha=0, no length penalty", 0, 6, 1.5, -0.5, 0.3, 2, 5, 0.0),
+    ("nothing finishes within max_len", 4, 6, 1.5, -6.0, 0.0, 2, 4, 1.0),
+    ("beam_size=1 (greedy decoding)", 0, 7, 1.5, -1.5, 0.6, 1, 6, 0.6),
+]
+
+
+def _beam_case_problems() -> list[str]:
+    """What 12.3's cases (as drawn under the current cases seed) fail to do: each mistake of BEAM_MISTAKES must give
+    results that differ from the right search's on at least two cases and from every other mistake's on one, and
+    every search must make each choice by at least its margin (lesson12.BEAM_MARGINS)."""
+    import functools
+
+    from transformer_course.checks import lesson12
+
+    cases = lesson12._beam_cases()
+    searches = {"reference": lesson12._beam} | {m.id: m.wrong for m in lesson12.BEAM_MISTAKES}
+    results, problems = {}, []
+    for name, search in searches.items():
+        results[name] = [search(*case.fresh_args()) for case in cases]
+        if search is lesson12._beam or (isinstance(search, functools.partial) and search.func is lesson12._beam):
+            margins = []
+            for case in cases:
+                search(*case.fresh_args(), trace=margins)
+            if min(margins) < lesson12.BEAM_MARGINS.get(name, 1e-3):
+                problems.append(f"{name}: a choice made by {min(margins):.2g} only")
+    right = results.pop("reference")
+    for name, got in results.items():
+        if sum(g != r for g, r in zip(got, right, strict=True)) < 2:
+            problems.append(f"{name} is rejected by fewer than two cases")
+    problems += [f"{a} and {b} give the same results" for a, b in itertools.combinations(results, 2)
+                 if results[a] == results[b]]
+    return problems
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_beam_search_cases_separate_every_mistake(seed, monkeypatch):
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    assert _beam_case_problems() == []
+
+
+def test_the_old_beam_search_cases_did_not_separate_the_mistakes(monkeypatch):
+    """The test above fails on known-wrong cases: the six cases 12.3 had before."""
+    from transformer_course.checks import lesson12
+
+    monkeypatch.setattr(lesson12, "BEAM_CASES", OLD_BEAM_CASES)
+    problems = _beam_case_problems()
+    assert "final-choice-prefers-finished is rejected by fewer than two cases" in problems
+    assert "length-counts-bos and penalty-only-at-end give the same results" in problems

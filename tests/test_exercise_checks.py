@@ -226,3 +226,44 @@ def test_the_old_beam_search_cases_did_not_separate_the_mistakes(monkeypatch):
     problems = _beam_case_problems()
     assert "final-choice-prefers-finished is rejected by fewer than two cases" in problems
     assert "length-counts-bos and penalty-only-at-end give the same results" in problems
+
+
+def _numeric_case_problems(reference, cases, mistakes, margin: float) -> list[str]:
+    """What the cases of a check of one number (a loss, a rate) fail to do: each mistake's value must differ from the
+    right one by more than ``margin`` (relative) on at least two cases, and mistakes with different ids must differ
+    from each other by that much on some case."""
+    def values(function):
+        return [float(function(*case.fresh_args())) for case in cases]
+
+    def apart(a, b):
+        return [abs(x - y) > margin * max(abs(x), abs(y)) for x, y in zip(a, b, strict=True)]
+
+    right = values(reference)
+    results = [(m.id, values(m.wrong)) for m in mistakes]
+    problems = [f"{name} is rejected by fewer than two cases" for name, got in results if sum(apart(got, right)) < 2]
+    problems += [f"{a} and {b} give the same values" for (a, x), (b, y) in itertools.combinations(results, 2)
+                 if a != b and not any(apart(x, y))]
+    return problems
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("exercise_id", ["12.1", "12.2"])
+def test_cases_of_checks_of_one_number_separate_every_mistake(exercise_id, seed, monkeypatch):
+    from transformer_course.checks import lesson12 as checks
+
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    reference, cases, mistakes = {"12.1": (checks._smoothed, checks._smoothed_cases, checks.SMOOTHED_MISTAKES),
+                                  "12.2": (checks._noam, checks._noam_cases, checks.NOAM_MISTAKES)}[exercise_id]
+    margin = {"12.1": 1e-3, "12.2": 1e-4}[exercise_id]  # 10 x the check's relative tolerance
+    assert _numeric_case_problems(reference, cases(), mistakes, margin) == []
+
+
+def test_cases_with_d_model_equal_to_warmup_steps_do_not_separate_swapped_arguments():
+    """The test above fails on known-wrong cases: 12.2's first seven public cases before, d_model = warmup_steps = 32,
+    where noam(step, warmup_steps, d_model) gives the right rate."""
+    from transformer_course.checks import lesson12 as checks
+    from transformer_course.checks.core import Case
+
+    cases = [Case("", {"step": step, "d_model": 32, "warmup_steps": 32}) for step in (32, 33, 31, 1, 16, 128, 3207)]
+    problems = _numeric_case_problems(checks._noam, cases, checks.NOAM_MISTAKES, 1e-4)
+    assert problems == ["arguments-swapped is rejected by fewer than two cases"]

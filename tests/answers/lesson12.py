@@ -7,6 +7,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+#: exercise id -> {wrong answer's name: the id of the mistake its rejection must name, or None: no name}
+MISTAKES = {}
+
 # --- 12.1 smoothed_loss(logits, targets, epsilon, pad_id=0) ------------------------------------------
 
 
@@ -21,12 +24,12 @@ def smoothed_by_formula(logits, targets, epsilon, pad_id=0):
     return per_token.masked_select(real).mean()
 
 
-def smoothed_by_one_hot(logits, targets, epsilon, pad_id=0):
+def smoothed_by_one_hot(logits, targets, epsilon, pad_id=0, log_p=lambda x: F.log_softmax(x, dim=-1)):
     V = logits.shape[-1]
     right = F.one_hot(targets, V).to(logits.dtype)
     pad = F.one_hot(torch.full_like(targets, pad_id), V).to(logits.dtype)
     q = (1 - epsilon) * right + epsilon / (V - 2) * (1 - right - pad)
-    per_token = torch.einsum("bnv,bnv->bn", q, -F.log_softmax(logits, dim=-1))
+    per_token = torch.einsum("bnv,bnv->bn", q, -log_p(logits))
     weight = (targets != pad_id).to(logits.dtype)
     return (per_token * weight).sum() / weight.sum()
 
@@ -74,6 +77,37 @@ WRONG_SMOOTHED = {
     "pad_id ignored": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e), "use the pad_id argument"),
     "a float returned": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e, pad_id).item(),
                          "expected a torch.Tensor"),
+    "logits used as log-probabilities": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: x), "used as log-probabilities"),
+    "log_softmax over the positions": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: F.log_softmax(x, dim=1)), "wrong axis"),
+    "softmax, not log_softmax": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: x.softmax(-1)), "wrong result for"),
+    "epsilon / |V| for the others": (lambda lg, t, e, pad_id=0: annotated(
+        lg, t, e, pad_id, kl=False, size=lg.shape[-1] + 2), "divided among the wrong number"),
+    "<pad> gets epsilon / (|V| - 2) too": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e, pad_id)
+                                           - e / (lg.shape[-1] - 2) * lg.log_softmax(-1)[..., pad_id][t != pad_id]
+                                           .mean(), "<pad> gets smoothing mass"),
+    "padding rows scored, mean over the real targets": (lambda lg, t, e, pad_id=0: annotated(
+        lg, t, e, pad_id, kl=False, row_mask=False), "positions whose target is <pad>"),
+    "mean of each sentence's mean": (lambda lg, t, e, pad_id=0: torch.stack([
+        smoothed_by_formula(lg[b : b + 1], t[b : b + 1], e, pad_id) for b in range(len(t))]).mean(),
+        "mean of each sentence's mean"),
+    "float32 for float64 logits": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg.float(), t, e, pad_id),
+                                   "expected dtype torch.float64"),
+}
+MISTAKES["12.1"] = {
+    "pad gets mass": "pad-gets-smoothing", "PyTorch's label_smoothing": "smoothing-over-all-classes",
+    "padding rows scored": "pad-positions-scored", "mean over every position": "mean-over-all-positions",
+    "summed": "loss-summed", "right token gets 1": "target-not-lowered",
+    "KL divergence (the Annotated Transformer's code as it is)": "kl-not-cross-entropy",
+    "pad_id ignored": "pad-id-ignored", "a float returned": None,
+    "logits used as log-probabilities": "logits-not-log-probs",
+    "log_softmax over the positions": "log-softmax-wrong-axis",
+    "softmax, not log_softmax": None, "epsilon / |V| for the others": "smoothing-denominator",
+    "<pad> gets epsilon / (|V| - 2) too": "pad-gets-smoothing",
+    "padding rows scored, mean over the real targets": "pad-positions-scored",
+    "mean of each sentence's mean": "mean-of-sentence-means", "float32 for float64 logits": None,
 }
 RIGHT_SMOOTHED = {"formula": smoothed_by_formula, "one-hot and einsum": smoothed_by_one_hot,
                   "the Annotated Transformer's, as cross-entropy": lambda lg, t, e, pad_id=0: annotated(
@@ -101,12 +135,26 @@ def noam_of(step, d_model, warmup_steps, shift=0, d_power=-0.5, w_power=-1.5, pi
 WRONG_NOAM = {
     "counted from 0 (peak a step early)": (lambda s, d, w: noam_of(s, d, w, shift=1), "peak comes a step early"),
     "peak a step late": (lambda s, d, w: noam_piecewise(s - 1, d, w) if s > 1 else 0.0, "peak comes a step late"),
+    "arguments swapped": (lambda s, d, w: noam_piecewise(s, w, d), "swapped"),
     "no d_model factor": (lambda s, d, w: min(s**-0.5, s * w**-1.5), "d_model^-0.5 is missing"),
-    "warmup^-0.5": (lambda s, d, w: noam_of(s, d, w, w_power=-0.5), "warmup_steps^-0.5"),
-    "max": (lambda s, d, w: noam_of(s, d, w, pick=max), "max instead of min"),
-    "1 / step": (lambda s, d, w: noam_of(s, d, w, decay=-1.0), "decays as 1 / step"),
     "d_model^0.5": (lambda s, d, w: math.sqrt(d) * min(s**-0.5, s * w**-1.5), "d_model^0.5"),
+    "1 / d_model": (lambda s, d, w: min(s**-0.5, s * w**-1.5) / d, "the factor is 1 / d_model"),
+    "x**-1/2 (precedence)": (lambda s, d, w: d**-1/2 * min(s**-1/2, s * w**-3/2), "binds tighter"),  # noqa: E226
+    "warmup^-0.5": (lambda s, d, w: noam_of(s, d, w, w_power=-0.5), "warm-up line's exponent"),
+    "step / warmup": (lambda s, d, w: d**-0.5 * min(s**-0.5, s / w), "warm-up line's exponent"),
+    "max": (lambda s, d, w: noam_of(s, d, w, pick=max), "max instead of min"),
+    "no warm-up": (lambda s, d, w: (d * s) ** -0.5, "there is no warm-up"),
+    "no decay": (lambda s, d, w: s / (math.sqrt(d) * w**1.5), "never decays"),
+    "1 / step": (lambda s, d, w: noam_of(s, d, w, decay=-1.0), "decays as 1 / step"),
     "a list returned": (lambda s, d, w: [noam_piecewise(s, d, w)], "expected a number"),
+}
+MISTAKES["12.2"] = {
+    "counted from 0 (peak a step early)": "step-off-by-one-early", "peak a step late": "step-off-by-one-late",
+    "arguments swapped": "arguments-swapped", "no d_model factor": "d-model-factor-missing",
+    "d_model^0.5": "d-model-factor-inverted", "1 / d_model": "d-model-factor-1-over-d",
+    "x**-1/2 (precedence)": "power-precedence", "warmup^-0.5": "warmup-exponent-wrong",
+    "step / warmup": "warmup-exponent-wrong", "max": "max-not-min", "no warm-up": "no-warm-up", "no decay": "no-decay",
+    "1 / step": "decays-as-1-over-step", "a list returned": None,
 }
 RIGHT_NOAM = {"piecewise": noam_piecewise, "torch, float64 tensor": noam_torch,
               "peak times a shape": lambda s, d, w: (d * w) ** -0.5 * min(s / w, (w / s) ** 0.5)}
@@ -293,7 +341,7 @@ WRONG_BEAM = {
     "<eos> dropped": (lambda *a: [t for t in beam_with(*a) if t != a[2]], "<eos> is left out"),
     "a string returned": (lambda *a: " ".join(map(str, beam_with(*a))), "expected a list of token ids"),
 }
-MISTAKES = {"12.3": {
+MISTAKES["12.3"] = {
     "no length penalty": "no-length-penalty", "finished hypotheses extended": "finished-extended",
     "finished hypotheses set aside (as some libraries do)": "finished-set-aside",
     "finished hypotheses dropped": "finished-dropped", "finished hypotheses padded with <eos>": "no-length-penalty",
@@ -308,7 +356,7 @@ MISTAKES = {"12.3": {
     "stops when one finishes": "stops-when-one-finishes", "one step too few": "one-step-short",
     "one step too many": "one-step-long", "keeps the worst candidates": None, "<bos> kept": "bos-kept",
     "<eos> dropped": "eos-left-out", "a string returned": None,
-}}
+}
 RIGHT_BEAM = {"dicts": beam_with, "tensors, as generation.beam_search": beam_with_tensors, "heapq": beam_with_heap,
               "top-k of each hypothesis, then the best of all": beam_by_top_k}
 

@@ -36,35 +36,94 @@ def _smoothed_cases() -> list[Case]:
         return Case(label, {"logits": logits, "targets": targets, "epsilon": epsilon, "pad_id": pad_id})
 
     return [case("a padded batch", [5, 3], 5, 6, 0.1), case("epsilon = 0.3, |V| = 5", [4, 2, 1], 4, 5, 0.3),
-            case("pad_id = 2", [4, 2], 4, 7, 0.2, pad_id=2), case("float64", [3, 1], 3, 6, 0.1, dtype=torch.float64),
+            case("pad_id = 2", [4, 2], 4, 7, 0.2, pad_id=2),
+            case("float64, pad_id = 5", [3, 1], 3, 6, 0.1, pad_id=5, dtype=torch.float64),
             case("epsilon = 0: the plain cross-entropy", [3], 4, 5, 0.0)]
 
 
 def _smoothed(logits, targets, epsilon, pad_id=0, *, spread="others", right=None, positions="real", mean="real",
-              kl=False):
-    """The reference loss (every default), and with one argument changed, each classic mistake."""
+              kl=False, axis=-1, normalised=True):
+    """The reference loss (every default), and with one argument changed, each classic mistake.
+
+    ``spread``: where epsilon goes: epsilon / (|V| - 2) on the tokens neither right nor <pad> ("others"), or on <pad>
+    too ("pad not zeroed"), epsilon / (|V| - 1) on every token but the right one ("pad too"), epsilon / |V| on the
+    others ("over |V|"), or epsilon / |V| on every token ("all", PyTorch's). ``mean``: over the real targets ("real"),
+    over all positions ("all"), each sentence's mean averaged ("per sentence"), or none ("sum").
+    """
     V = logits.shape[-1]
-    log_p = logits.log_softmax(-1)  # (B, n, V)
+    log_p = logits.log_softmax(axis) if normalised else logits  # (B, n, V)
     if spread == "all":  # PyTorch's label_smoothing: eps / V on every class, the right one and <pad> included
         q = torch.full_like(log_p, epsilon / V)
         q.scatter_add_(-1, targets[..., None], torch.full_like(log_p[..., :1], 1 - epsilon))
     else:
-        q = torch.full_like(log_p, epsilon / (V - 1 if spread == "pad too" else V - 2))
-        if spread != "pad too":
+        q = torch.full_like(log_p, epsilon / {"pad too": V - 1, "over |V|": V}.get(spread, V - 2))
+        if spread in ("others", "over |V|"):
             q[..., pad_id] = 0.0
         q.scatter_(-1, targets[..., None], torch.full_like(log_p[..., :1], 1 - epsilon if right is None else right))
-        if spread != "pad too" and positions == "all":  # the Annotated Transformer's code without its row mask
+        if spread in ("others", "over |V|") and positions == "all":  # the Annotated Transformer's, no row mask
             q[..., pad_id] = 0.0
     per_position = -(q * log_p).sum(-1)  # (B, n)
     if kl:
         per_position = per_position + (q * q.clamp_min(1e-30).log()).sum(-1)
     keep = targets != pad_id
+    count = keep.sum()
     if positions == "all":
         keep = torch.ones_like(keep)
+    if mean == "per sentence":
+        return ((per_position * keep).sum(-1) / keep.sum(-1)).mean()
     total = per_position[keep].sum()
     if mean == "sum":
         return total
-    return total / (keep.numel() if mean == "all" else keep.sum())
+    return total / (keep.numel() if mean == "all" else count)
+
+
+SMOOTHED_MISTAKES = [
+    Mistake("pad-gets-smoothing",
+            "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
+            "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad too")),
+    Mistake("smoothing-over-all-classes",
+            "epsilon is spread over all |V| classes, the right one and <pad> included: that is PyTorch's "
+            "label_smoothing=, which this task replaces by 1 - epsilon on the right token and "
+            "epsilon / (|V| - 2) on each token that is neither the right one nor <pad>.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="all")),
+    Mistake("pad-gets-smoothing",
+            "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
+            "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad not zeroed")),
+    Mistake("smoothing-denominator",
+            "epsilon is divided among the wrong number of tokens: each of the |V| - 2 tokens that are neither the "
+            "right one nor <pad> gets epsilon / (|V| - 2), so that the smoothed target sums to 1.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="over |V|")),
+    Mistake("pad-positions-scored",
+            "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
+            "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all", mean="all")),
+    Mistake("pad-positions-scored",
+            "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
+            "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all")),
+    Mistake("mean-over-all-positions",
+            "the mean divides by all B x n positions: divide by the number of targets that are not <pad>.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="all")),
+    Mistake("loss-summed", "the loss is summed: average it over the targets that are not <pad>.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="sum")),
+    Mistake("mean-of-sentence-means",
+            "the loss is the mean of each sentence's mean: average over all the targets that are not <pad> at once "
+            "(a sentence with more targets weighs more).",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="per sentence")),
+    Mistake("target-not-lowered",
+            "the right token gets probability 1 on top of the smoothing: give it 1 - epsilon, so that the "
+            "smoothed target sums to 1.", lambda lg, t, e, p: _smoothed(lg, t, e, p, right=1.0)),
+    Mistake("kl-not-cross-entropy",
+            "this is the KL divergence from the smoothed target, lower than the cross-entropy by the "
+            "target's entropy: compute the cross-entropy -sum_v q_v log p_v.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, p, kl=True)),
+    Mistake("pad-id-ignored", "<pad> is taken to be token 0: use the pad_id argument.",
+            lambda lg, t, e, p: _smoothed(lg, t, e, 0)),
+    Mistake("logits-not-log-probs", "the logits are used as log-probabilities: take log_softmax over the "
+            "vocabulary first.", lambda lg, t, e, p: _smoothed(lg, t, e, p, normalised=False)),
+    Mistake("log-softmax-wrong-axis", "log_softmax runs over the wrong axis: normalise over the vocabulary, the "
+            "last axis (dim=-1).", lambda lg, t, e, p: _smoothed(lg, t, e, p, axis=1)),
+]
 
 
 @exercise("12.1", title="The label-smoothed loss, padding excluded", points=2)
@@ -73,34 +132,7 @@ def check_smoothed_loss(answer) -> int:
         answer,
         _smoothed,
         _smoothed_cases(),
-        [
-            Mistake("pad-gets-smoothing",
-                    "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
-                    "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad too")),
-            Mistake("smoothing-over-all-classes",
-                    "epsilon is spread over all |V| classes, the right one and <pad> included: that is PyTorch's "
-                    "label_smoothing=, which this task replaces by 1 - epsilon on the right token and "
-                    "epsilon / (|V| - 2) on each token that is neither the right one nor <pad>.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="all")),
-            Mistake("pad-positions-scored",
-                    "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
-                    "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all", mean="all")),
-            Mistake("mean-over-all-positions",
-                    "the mean divides by all B x n positions: divide by the number of targets that are not <pad>.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="all")),
-            Mistake("loss-summed", "the loss is summed: average it over the targets that are not <pad>.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="sum")),
-            Mistake("target-not-lowered",
-                    "the right token gets probability 1 on top of the smoothing: give it 1 - epsilon, so that the "
-                    "smoothed target sums to 1.", lambda lg, t, e, p: _smoothed(lg, t, e, p, right=1.0)),
-            Mistake("kl-not-cross-entropy",
-                    "this is the KL divergence from the smoothed target, lower than the cross-entropy by the "
-                    "target's entropy: compute the cross-entropy -sum_v q_v log p_v.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, p, kl=True)),
-            Mistake("pad-id-ignored", "<pad> is taken to be token 0: use the pad_id argument.",
-                    lambda lg, t, e, p: _smoothed(lg, t, e, 0)),
-        ],
+        SMOOTHED_MISTAKES,
         names=("loss",),
         rtol=1e-4,
         atol=1e-5,
@@ -110,11 +142,12 @@ def check_smoothed_loss(answer) -> int:
 # --- 12.2 the warm-up / inverse-square-root learning rate ---------------------------------------------
 
 
-def _noam(step, d_model, warmup_steps, *, shift=0, d_power=-0.5, warmup_power=-1.5, pick=min, decay=-0.5):
+def _noam(step, d_model, warmup_steps, *, shift=0, d_power=-0.5, warmup_power=-1.5, pick=min, decay=-0.5,
+          power=pow):
     """The reference rate (every default), and with one argument changed, each classic mistake."""
     s = step + shift
-    decayed = s**decay if s > 0 else math.inf  # step 0 (a late count's first step): the warm-up line's 0
-    return d_model**d_power * pick(decayed, s * warmup_steps**warmup_power)
+    decayed = power(s, decay) if s > 0 else math.inf  # step 0 (a late count's first step): the warm-up line's 0
+    return power(d_model, d_power) * pick(decayed, s * power(warmup_steps, warmup_power))
 
 
 def _noam_cases() -> list[Case]:
@@ -122,6 +155,7 @@ def _noam_cases() -> list[Case]:
     g = case_generator(22)
     d_model = [16, 32, 64, 128][int(torch.randint(4, (1,), generator=g))]
     warmup = int(torch.randint(6, 40, (1,), generator=g))
+    warmup += warmup == d_model  # d_model = warmup_steps would hide swapped arguments
 
     def case(label, step, d=d_model, w=warmup):
         return Case(label, {"step": step, "d_model": d, "warmup_steps": w})
@@ -145,29 +179,45 @@ def _compare_rate(expected: float, got) -> str | None:
     return None
 
 
+NOAM_MISTAKES = [
+    Mistake("step-off-by-one-early",
+            "the step is off by one (the peak comes a step early): steps count from 1, and the rate peaks at "
+            "step = warmup_steps.", partial(_noam, shift=1)),
+    Mistake("step-off-by-one-late",
+            "the step is off by one (the peak comes a step late): steps count from 1, the first update is "
+            "step 1, and the rate peaks at step = warmup_steps.", partial(_noam, shift=-1)),
+    Mistake("arguments-swapped", "d_model and warmup_steps are swapped: the signature is "
+            "noam(step, d_model, warmup_steps).", lambda step, d_model, warmup: _noam(step, warmup, d_model)),
+    Mistake("d-model-factor-missing", "the factor d_model^-0.5 is missing.", partial(_noam, d_power=0.0)),
+    Mistake("d-model-factor-inverted", "the factor is d_model^0.5: it is d_model^-0.5, smaller for wider models.",
+            partial(_noam, d_power=0.5)),
+    Mistake("d-model-factor-1-over-d", "the factor is 1 / d_model: it is d_model^-0.5, the inverse square root.",
+            partial(_noam, d_power=-1.0)),
+    Mistake("power-precedence",
+            "x**-1/2 is (x**-1) / 2 in Python (** binds tighter than /): write x**-0.5, or x**(-1/2), and "
+            "x**-1.5 for warmup_steps^-3/2.", partial(_noam, power=lambda x, p: x ** (2 * p) / 2)),
+    Mistake("warmup-exponent-wrong",
+            "the warm-up line's exponent is wrong: it is step * warmup_steps^-1.5, which meets step^-0.5 at "
+            "step = warmup_steps.", partial(_noam, warmup_power=-0.5)),
+    Mistake("warmup-exponent-wrong",
+            "the warm-up line's exponent is wrong: it is step * warmup_steps^-1.5, which meets step^-0.5 at "
+            "step = warmup_steps.", partial(_noam, warmup_power=-1.0)),
+    Mistake("max-not-min", "max instead of min: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5.",
+            partial(_noam, pick=max)),
+    Mistake("no-warm-up", "there is no warm-up: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5, "
+            "so it rises linearly until step = warmup_steps.", partial(_noam, pick=lambda decay, warm_up: decay)),
+    Mistake("no-decay", "the rate never decays: it is the smaller of step^-0.5 and step * warmup_steps^-1.5, so "
+            "it falls as step^-0.5 after step = warmup_steps.", partial(_noam, pick=lambda decay, warm_up: warm_up)),
+    Mistake("decays-as-1-over-step",
+            "the rate decays as 1 / step: it decays as step^-0.5, the inverse square root.",
+            partial(_noam, decay=-1.0)),
+]
+
+
 @exercise("12.2", title="The warm-up / inverse-square-root learning rate", points=1)
 def check_noam(answer) -> int:
-    mistakes = [
-        Mistake("step-off-by-one-early",
-                "the step is off by one (the peak comes a step early): steps count from 1, and the rate peaks at "
-                "step = warmup_steps.", lambda *a: _noam(*a, shift=1)),
-        Mistake("step-off-by-one-late",
-                "the step is off by one (the peak comes a step late): steps count from 1, the first update is "
-                "step 1, and the rate peaks at step = warmup_steps.", lambda *a: _noam(*a, shift=-1)),
-        Mistake("d-model-factor-missing", "the factor d_model^-0.5 is missing.", lambda *a: _noam(*a, d_power=0.0)),
-        Mistake("d-model-factor-inverted", "the factor is d_model^0.5: it is d_model^-0.5, smaller for wider models.",
-                lambda *a: _noam(*a, d_power=0.5)),
-        Mistake("warmup-exponent-wrong",
-                "the warm-up line is step * warmup_steps^-0.5: it is step * warmup_steps^-1.5, which meets "
-                "step^-0.5 at step = warmup_steps.", lambda *a: _noam(*a, warmup_power=-0.5)),
-        Mistake("max-not-min", "max instead of min: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5.",
-                lambda *a: _noam(*a, pick=max)),
-        Mistake("decays-as-1-over-step",
-                "the rate decays as 1 / step: it decays as step^-0.5, the inverse square root.",
-                lambda *a: _noam(*a, decay=-1.0)),
-    ]
-    return check_function(answer, _noam, _noam_cases(), mistakes, differ=lambda expected, got, case: _compare_rate(
-        expected, got))
+    return check_function(answer, _noam, _noam_cases(), NOAM_MISTAKES,
+                          differ=lambda expected, got, case: _compare_rate(expected, got))
 
 
 # --- 12.3 beam search for one sequence, with GNMT's length penalty ------------------------------------

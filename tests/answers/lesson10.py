@@ -73,7 +73,14 @@ WRONG_SAMPLE = {
     "masked with 0": (lambda *a: sample(*a, mistake="zero"), "set to 0 instead of -inf"),
     "greedy": (lambda logits, k, t, g: logits.argmax(-1), "token frequencies are off"),
     "probabilities returned": (lambda logits, k, t, g: torch.softmax(logits, -1), "expected integer token ids"),
+    "k + 1 kept when k = 3 only": (lambda logits, k, t, g: sample(logits, k, t, g, mistake="k+1" if k == 3 else None),
+                                   "token frequencies are off"),
 }
+#: the mistake each wrong answer must be named by, or None: "k + 1 kept when k = 3 only" is right on the other cases,
+#: where keeping k + 1 tokens is not, so that mistake does not explain it.
+MISTAKES = {"10.2": {"k+1": "keeps-k-plus-1", "temperature after softmax": "temperature-after-softmax",
+                     "temperature multiplies": "temperature-multiplies", "masked with 0": "masked-with-zero",
+                     "greedy": None, "probabilities returned": None, "k + 1 kept when k = 3 only": None}}
 RIGHT_SAMPLE = {"multinomial": sample, "Gumbel-max": sample_by_gumbel, "sorted top-k": sample_by_sorting}
 
 EXERCISES = {"10.1": (WRONG_STEP, RIGHT_STEP), "10.2": (WRONG_SAMPLE, RIGHT_SAMPLE)}

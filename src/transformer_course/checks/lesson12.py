@@ -168,7 +168,7 @@ def _noam_cases() -> list[Case]:
             case("the paper's settings, step 100,000", 100_000, 512, 4000)]
 
 
-def _compare_rate(expected: float, got) -> str | None:
+def _compare_rate(expected: float, got, case: Case | None = None) -> str | None:
     if isinstance(got, torch.Tensor) and got.numel() == 1 and got.is_floating_point():
         got = got.item()
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
@@ -216,8 +216,7 @@ NOAM_MISTAKES = [
 
 @exercise("12.2", title="The warm-up / inverse-square-root learning rate", points=1)
 def check_noam(answer) -> int:
-    return check_function(answer, _noam, _noam_cases(), NOAM_MISTAKES,
-                          differ=lambda expected, got, case: _compare_rate(expected, got))
+    return check_function(answer, _noam, _noam_cases(), NOAM_MISTAKES, differ=_compare_rate)
 
 
 # --- 12.3 beam search for one sequence, with GNMT's length penalty ------------------------------------

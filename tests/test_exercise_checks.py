@@ -267,3 +267,71 @@ def test_cases_with_d_model_equal_to_warmup_steps_do_not_separate_swapped_argume
     cases = [Case("", {"step": step, "d_model": 32, "warmup_steps": 32}) for step in (32, 33, 31, 1, 16, 128, 3207)]
     problems = _numeric_case_problems(checks._noam, cases, checks.NOAM_MISTAKES, 1e-4)
     assert problems == ["arguments-swapped is rejected by fewer than two cases"]
+
+
+def _named_mistake_problems(reference, cases, mistakes, differ) -> list[str]:
+    """What a check_function exercise's cases fail to do: reject each known mistake's variant on some case, and
+    tell apart every two mistakes with different ids (else a learner who makes the second gets the first's name)."""
+    def run(function, case):
+        try:
+            return function(*case.fresh_args())
+        except Exception as error:  # noqa: BLE001 - a variant may raise: then it raises the same or not
+            return error
+
+    def agree(a, b):
+        out = []
+        for x, y, case in zip(a, b, cases, strict=True):
+            if isinstance(x, Exception) or isinstance(y, Exception):
+                out.append(type(x) is type(y) and str(x) == str(y))
+            else:
+                out.append(differ(x, y, case) is None)
+        return out
+
+    right = [run(reference, case) for case in cases]
+    results = [(m.id, [run(m.wrong, case) for case in cases]) for m in mistakes if m.wrong is not None]
+    problems = [f"{name} is never rejected" for name, got in results if all(agree(got, right))]
+    problems += [f"{a} and {b} agree on every case" for (a, x), (b, y) in itertools.combinations(results, 2)
+                 if a != b and all(agree(x, y))]
+    return problems
+
+
+@pytest.mark.parametrize("seed", [None, 20261125])
+def test_every_named_mistake_of_check_function_exercises_is_told_apart(seed, monkeypatch):
+    """For every exercise checked by core.check_function (its arguments are captured, no answer runs): each mistake
+    it can name is rejected by its cases, and no two mistakes give the same results on all of them."""
+    import importlib
+
+    calls = []
+
+    def capture(answer, reference, cases, mistakes=(), *, names=("output",), rtol=1e-5, atol=1e-6, differ=None):
+        if differ is None:
+            def differ(expected, got, case):
+                return core.compare(expected, got, names=names, rtol=rtol, atol=atol)
+        calls.append((reference, list(cases), list(mistakes), differ))
+        return len(cases)
+
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    for exercise in REGISTRY.values():
+        module = importlib.import_module(exercise.checker.__module__)
+        if hasattr(module, "check_function"):
+            monkeypatch.setattr(module, "check_function", capture)
+    problems, checked = [], 0
+    for exercise_id, exercise in sorted(REGISTRY.items()):
+        calls.clear()
+        try:
+            exercise.checker(lambda *args: None)
+        except CheckFailed:
+            pass  # a check of something else than a function's results
+        checked += bool(calls)
+        problems += [f"{exercise_id}: {p}" for call in calls for p in _named_mistake_problems(*call)]
+    assert checked >= 20 and problems == []
+
+
+def test_the_test_above_fails_on_the_old_beam_search_cases(monkeypatch):
+    from transformer_course.checks import lesson12
+
+    monkeypatch.setattr(lesson12, "BEAM_CASES", OLD_BEAM_CASES)
+    problems = _named_mistake_problems(lesson12._beam, lesson12._beam_cases(), lesson12.BEAM_MISTAKES,
+                                       lesson12._compare_hypothesis)
+    assert "final-choice-prefers-finished is never rejected" in problems
+    assert "length-counts-bos and penalty-only-at-end agree on every case" in problems

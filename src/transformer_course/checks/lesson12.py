@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+from dataclasses import replace
 from functools import partial
 
 import torch
@@ -77,8 +78,9 @@ def _smoothed(logits, targets, epsilon, pad_id=0, *, spread="others", right=None
     return total / (keep.numel() if mean == "all" else count)
 
 
+#: The mistakes 12.1 can name; replace(mistake, wrong=...) is another variant of the same mistake (same id and hint).
 SMOOTHED_MISTAKES = [
-    Mistake("pad-gets-smoothing",
+    _PAD_GETS_MASS := Mistake("pad-gets-smoothing",
             "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
             "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
             lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad too")),
@@ -87,20 +89,15 @@ SMOOTHED_MISTAKES = [
             "label_smoothing=, which this task replaces by 1 - epsilon on the right token and "
             "epsilon / (|V| - 2) on each token that is neither the right one nor <pad>.",
             lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="all")),
-    Mistake("pad-gets-smoothing",
-            "<pad> gets smoothing mass: spread epsilon over the |V| - 2 tokens that are neither the right "
-            "one nor <pad> (epsilon / (|V| - 2) each); <pad> gets probability 0.",
-            lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad not zeroed")),
+    replace(_PAD_GETS_MASS, wrong=lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="pad not zeroed")),
     Mistake("smoothing-denominator",
             "epsilon is divided among the wrong number of tokens: each of the |V| - 2 tokens that are neither the "
             "right one nor <pad> gets epsilon / (|V| - 2), so that the smoothed target sums to 1.",
             lambda lg, t, e, p: _smoothed(lg, t, e, p, spread="over |V|")),
-    Mistake("pad-positions-scored",
+    _PAD_SCORED := Mistake("pad-positions-scored",
             "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
             "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all", mean="all")),
-    Mistake("pad-positions-scored",
-            "positions whose target is <pad> are scored: they add nothing to the loss and are left out of "
-            "the mean.", lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all")),
+    replace(_PAD_SCORED, wrong=lambda lg, t, e, p: _smoothed(lg, t, e, p, positions="all")),
     Mistake("mean-over-all-positions",
             "the mean divides by all B x n positions: divide by the number of targets that are not <pad>.",
             lambda lg, t, e, p: _smoothed(lg, t, e, p, mean="all")),
@@ -196,12 +193,10 @@ NOAM_MISTAKES = [
     Mistake("power-precedence",
             "x**-1/2 is (x**-1) / 2 in Python (** binds tighter than /): write x**-0.5, or x**(-1/2), and "
             "x**-1.5 for warmup_steps^-3/2.", partial(_noam, power=lambda x, p: x ** (2 * p) / 2)),
-    Mistake("warmup-exponent-wrong",
+    _WARMUP_EXPONENT := Mistake("warmup-exponent-wrong",
             "the warm-up line's exponent is wrong: it is step * warmup_steps^-1.5, which meets step^-0.5 at "
             "step = warmup_steps.", partial(_noam, warmup_power=-0.5)),
-    Mistake("warmup-exponent-wrong",
-            "the warm-up line's exponent is wrong: it is step * warmup_steps^-1.5, which meets step^-0.5 at "
-            "step = warmup_steps.", partial(_noam, warmup_power=-1.0)),
+    replace(_WARMUP_EXPONENT, wrong=partial(_noam, warmup_power=-1.0)),
     Mistake("max-not-min", "max instead of min: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5.",
             partial(_noam, pick=max)),
     Mistake("no-warm-up", "there is no warm-up: the rate is the smaller of step^-0.5 and step * warmup_steps^-1.5, "

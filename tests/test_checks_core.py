@@ -134,6 +134,33 @@ def test_a_mistake_that_explains_only_the_first_failing_case_is_not_named():
     assert str(caught.value).startswith("wrong result for d=1")
 
 
+def test_a_mistake_wrong_where_the_answer_is_right_is_not_named():
+    # "halved" explains the failing case d = 8, but it halves d = 2 too, where the answer is right.
+    cases = [Case(f"d={d}", {"d": torch.tensor(float(d))}) for d in (2, 8)]
+    mistakes = [Mistake("halved", "halved", lambda d: d / 2), Mistake("zeroed-above-4", "zeroed", lambda d: d * (d < 5))
+                ]
+    with pytest.raises(CheckFailed) as caught:
+        check_function(lambda d: d if d < 5 else d / 2, lambda d: d, cases, mistakes)
+    assert caught.value.mistake is None and str(caught.value).startswith("wrong result for d=8")
+    with pytest.raises(CheckFailed) as caught:  # the same answer wrong everywhere the variant is: named
+        check_function(lambda d: d * (d < 5), lambda d: d, cases, mistakes)
+    assert caught.value.mistake is mistakes[1]
+
+
+def test_check_function_compares_with_a_differ_of_its_own():
+    # A differ(expected, got, case) replaces compare: here results are strings, and the message is the differ's.
+    cases = [Case("n=1", {"n": 1}), Case("n=2", {"n": 2})]
+    mistakes = [Mistake("shouted", "shouted", lambda n: "HI" * n)]
+
+    def differ(expected, got, case):
+        return None if got == expected else f"expected {expected!r} for n={case.args['n']}, got {got!r}"
+
+    assert check_function(lambda n: "hi" * n, lambda n: "hi" * n, cases, mistakes, differ=differ) == 2
+    with pytest.raises(CheckFailed, match=r"wrong result for n=1\n  expected 'hi' for n=1, got 'HI'") as caught:
+        check_function(lambda n: "HI" * n, lambda n: "hi" * n, cases, mistakes, differ=differ)
+    assert caught.value.mistake is mistakes[0]
+
+
 def test_an_error_on_a_later_case_names_a_mistake_only_if_it_raises_the_same():
     cases = [Case("n=2", {"n": 2}), Case("n=0", {"n": 0})]
     integer = [Mistake("halved", "halved", lambda n: 2 // n)]

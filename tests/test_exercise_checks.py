@@ -8,6 +8,7 @@ test first needs it, and its tests are marked slow.
 """
 
 import importlib
+import itertools
 import pkgutil
 
 import pytest
@@ -152,3 +153,191 @@ def test_the_cached_stack_step_of_10_3_is_the_last_row_of_the_full_computation()
             rows.append(out)
     torch.testing.assert_close(torch.cat(rows, dim=1), x, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(cache_k, torch.stack(keys), rtol=1e-5, atol=1e-6)
+
+
+# --- cases that separate every mistake (issue 34) ---------------------------------------------------------------------
+
+SEEDS = [None, 1, 2, 3, 4, 5]  # the public cases and five cases seeds
+
+
+@pytest.mark.parametrize("exercise_id", ["12.1", "12.2", "12.3"])
+@pytest.mark.parametrize("seed", SEEDS[1:])
+def test_wrong_answers_are_rejected_under_any_cases_seed(exercise_id, seed, monkeypatch):
+    """Every known-wrong answer is rejected under five more cases seeds, with its own mistake's name or none."""
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    wrong, right = TABLES[exercise_id]
+    for name, (answer, hint) in wrong.items():
+        with pytest.raises(CheckFailed) as failure:
+            check(exercise_id, answer)
+        assert hint in str(failure.value), f"{name}: {failure.value}"
+        named = failure.value.mistake
+        assert named is None or hint in named.hint, f"{name}: named {named.id!r}"
+        if name in MISTAKE_IDS.get(exercise_id, {}):
+            assert (named.id if named else None) == MISTAKE_IDS[exercise_id][name], f"{name}: {failure.value}"
+    for answer in right.values():
+        check(exercise_id, answer)
+
+
+#: 12.3's cases before issue 34 (same fields as lesson12.BEAM_CASES): they let through a search whose final choice
+#: keeps only the finished hypotheses, and several mistakes gave the same results on all of them.
+OLD_BEAM_CASES = [
+    ("beam_size=2, alpha=0.6 (GNMT's)", 22, 6, 1.5, 0.0, 0.0, 2, 5, 0.6),
+    ("beam_size=3, alpha=2", 2, 6, 1.5, -1.5, 0.6, 3, 4, 2.0),
+    ("|V|=7, alpha=2", 5, 7, 1.0, -2.5, 1.0, 2, 6, 2.0),
+    ("alpha=0, no length penalty", 0, 6, 1.5, -0.5, 0.3, 2, 5, 0.0),
+    ("nothing finishes within max_len", 4, 6, 1.5, -6.0, 0.0, 2, 4, 1.0),
+    ("beam_size=1 (greedy decoding)", 0, 7, 1.5, -1.5, 0.6, 1, 6, 0.6),
+]
+
+
+def _beam_case_problems() -> list[str]:
+    """What 12.3's cases (as drawn under the current cases seed) fail to do: each mistake of BEAM_MISTAKES must give
+    results that differ from the right search's on at least two cases and from every other mistake's on one, and
+    every search must make each choice by at least its margin (lesson12.BEAM_MARGINS)."""
+    import functools
+
+    from transformer_course.checks import lesson12
+
+    cases = lesson12._beam_cases()
+    searches = {"reference": lesson12._beam} | {m.id: m.wrong for m in lesson12.BEAM_MISTAKES}
+    results, problems = {}, []
+    for name, search in searches.items():
+        results[name] = [search(*case.fresh_args()) for case in cases]
+        if search is lesson12._beam or (isinstance(search, functools.partial) and search.func is lesson12._beam):
+            margins = []
+            for case in cases:
+                search(*case.fresh_args(), trace=margins)
+            if min(margins) < lesson12.BEAM_MARGINS.get(name, 1e-3):
+                problems.append(f"{name}: a choice made by {min(margins):.2g} only")
+    right = results.pop("reference")
+    for name, got in results.items():
+        if sum(g != r for g, r in zip(got, right, strict=True)) < 2:
+            problems.append(f"{name} is rejected by fewer than two cases")
+    problems += [f"{a} and {b} give the same results" for a, b in itertools.combinations(results, 2)
+                 if results[a] == results[b]]
+    return problems
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_beam_search_cases_separate_every_mistake(seed, monkeypatch):
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    assert _beam_case_problems() == []
+
+
+def test_the_old_beam_search_cases_did_not_separate_the_mistakes(monkeypatch):
+    """The test above fails on known-wrong cases: the six cases 12.3 had before."""
+    from transformer_course.checks import lesson12
+
+    monkeypatch.setattr(lesson12, "BEAM_CASES", OLD_BEAM_CASES)
+    problems = _beam_case_problems()
+    assert "final-choice-prefers-finished is rejected by fewer than two cases" in problems
+    assert "length-counts-bos and penalty-only-at-end give the same results" in problems
+
+
+def _numeric_case_problems(reference, cases, mistakes, margin: float) -> list[str]:
+    """What the cases of a check of one number (a loss, a rate) fail to do: each mistake's value must differ from the
+    right one by more than ``margin`` (relative) on at least two cases, and mistakes with different ids must differ
+    from each other by that much on some case."""
+    def values(function):
+        return [float(function(*case.fresh_args())) for case in cases]
+
+    def apart(a, b):
+        return [abs(x - y) > margin * max(abs(x), abs(y)) for x, y in zip(a, b, strict=True)]
+
+    right = values(reference)
+    results = [(m.id, values(m.wrong)) for m in mistakes]
+    problems = [f"{name} is rejected by fewer than two cases" for name, got in results if sum(apart(got, right)) < 2]
+    problems += [f"{a} and {b} give the same values" for (a, x), (b, y) in itertools.combinations(results, 2)
+                 if a != b and not any(apart(x, y))]
+    return problems
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("exercise_id", ["12.1", "12.2"])
+def test_cases_of_checks_of_one_number_separate_every_mistake(exercise_id, seed, monkeypatch):
+    from transformer_course.checks import lesson12 as checks
+
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    reference, cases, mistakes = {"12.1": (checks._smoothed, checks._smoothed_cases, checks.SMOOTHED_MISTAKES),
+                                  "12.2": (checks._noam, checks._noam_cases, checks.NOAM_MISTAKES)}[exercise_id]
+    margin = {"12.1": 1e-3, "12.2": 1e-4}[exercise_id]  # 10 x the check's relative tolerance
+    assert _numeric_case_problems(reference, cases(), mistakes, margin) == []
+
+
+def test_cases_with_d_model_equal_to_warmup_steps_do_not_separate_swapped_arguments():
+    """The test above fails on known-wrong cases: 12.2's first seven public cases before, d_model = warmup_steps = 32,
+    where noam(step, warmup_steps, d_model) gives the right rate."""
+    from transformer_course.checks import lesson12 as checks
+    from transformer_course.checks.core import Case
+
+    cases = [Case("", {"step": step, "d_model": 32, "warmup_steps": 32}) for step in (32, 33, 31, 1, 16, 128, 3207)]
+    problems = _numeric_case_problems(checks._noam, cases, checks.NOAM_MISTAKES, 1e-4)
+    assert problems == ["arguments-swapped is rejected by fewer than two cases"]
+
+
+def _named_mistake_problems(reference, cases, mistakes, differ) -> list[str]:
+    """What a check_function exercise's cases fail to do: reject each known mistake's variant on some case, and
+    tell apart every two mistakes with different ids (else a learner who makes the second gets the first's name)."""
+    def run(function, case):
+        try:
+            return function(*case.fresh_args())
+        except Exception as error:  # noqa: BLE001 - a variant may raise: then it raises the same or not
+            return error
+
+    def agree(a, b):
+        out = []
+        for x, y, case in zip(a, b, cases, strict=True):
+            if isinstance(x, Exception) or isinstance(y, Exception):
+                out.append(type(x) is type(y) and str(x) == str(y))
+            else:
+                out.append(differ(x, y, case) is None)
+        return out
+
+    right = [run(reference, case) for case in cases]
+    results = [(m.id, [run(m.wrong, case) for case in cases]) for m in mistakes if m.wrong is not None]
+    problems = [f"{name} is never rejected" for name, got in results if all(agree(got, right))]
+    problems += [f"{a} and {b} agree on every case" for (a, x), (b, y) in itertools.combinations(results, 2)
+                 if a != b and all(agree(x, y))]
+    return problems
+
+
+@pytest.mark.parametrize("seed", [None, 20261125])
+def test_every_named_mistake_of_check_function_exercises_is_told_apart(seed, monkeypatch):
+    """For every exercise checked by core.check_function (its arguments are captured, no answer runs): each mistake
+    it can name is rejected by its cases, and no two mistakes give the same results on all of them."""
+    import importlib
+
+    calls = []
+
+    def capture(answer, reference, cases, mistakes=(), *, names=("output",), rtol=1e-5, atol=1e-6, differ=None):
+        if differ is None:
+            def differ(expected, got, case):
+                return core.compare(expected, got, names=names, rtol=rtol, atol=atol)
+        calls.append((reference, list(cases), list(mistakes), differ))
+        return len(cases)
+
+    monkeypatch.setattr(core, "CASES_SEED", seed)
+    for exercise in REGISTRY.values():
+        module = importlib.import_module(exercise.checker.__module__)
+        if hasattr(module, "check_function"):
+            monkeypatch.setattr(module, "check_function", capture)
+    problems, checked = [], 0
+    for exercise_id, exercise in sorted(REGISTRY.items()):
+        calls.clear()
+        try:
+            exercise.checker(lambda *args: None)
+        except CheckFailed:
+            pass  # a check of something else than a function's results
+        checked += bool(calls)
+        problems += [f"{exercise_id}: {p}" for call in calls for p in _named_mistake_problems(*call)]
+    assert checked >= 20 and problems == []
+
+
+def test_the_test_above_fails_on_the_old_beam_search_cases(monkeypatch):
+    from transformer_course.checks import lesson12
+
+    monkeypatch.setattr(lesson12, "BEAM_CASES", OLD_BEAM_CASES)
+    problems = _named_mistake_problems(lesson12._beam, lesson12._beam_cases(), lesson12.BEAM_MISTAKES,
+                                       lesson12._compare_hypothesis)
+    assert "final-choice-prefers-finished is never rejected" in problems
+    assert "length-counts-bos and penalty-only-at-end agree on every case" in problems

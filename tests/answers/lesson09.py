@@ -35,8 +35,13 @@ WRONG_LOSS = {
                             "summed per sequence"),
     "classes on the wrong axis": (lambda m, s, t: F.cross_entropy(m(s, t[:, :-1]), t[:, 1:], ignore_index=PAD),
                                   "your code raised"),
+    "label smoothing added": (lambda m, s, t: ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=PAD, label_smoothing=0.1),
+                              "wrong result for"),
+    "<bos> scored, <eos> not": (lambda m, s, t: ce(m(s, t[:, :-1]), t[:, :-1], ignore_index=PAD), "wrong result for"),
 }
-RIGHT_LOSS = {"mask and mean": loss_by_mask, "log_softmax and gather": loss_by_log_softmax}
+RIGHT_LOSS = {"mask and mean": loss_by_mask, "log_softmax and gather": loss_by_log_softmax,
+              # the decoder is causal: its first n - 1 outputs on the whole target are its outputs on tgt[:, :-1]
+              "whole target in, last output dropped": lambda m, s, t: ce(m(s, t)[:, :-1], t[:, 1:], ignore_index=PAD)}
 
 # --- 09.2 greedy_translate(model, src, bos_id, eos_id, max_len) ----------------------------------
 
@@ -83,12 +88,22 @@ def stop_at_first_eos_of_batch(model, src, bos_id, eos_id, max_len):
     return [[t for t in row if t != eos_id] for row in out[:, 1:].tolist()]
 
 
+def greedy_last_token_only(model, src, bos_id, eos_id, max_len):
+    """Feeds the decoder only the last token written, as if it had no memory of the rest."""
+    out = torch.full((len(src), 1), bos_id)
+    for _ in range(max_len):
+        out = torch.cat([out, model(src, out[:, -1:])[:, -1].argmax(-1, keepdim=True)], 1)
+    return [row[: row.index(eos_id)] if eos_id in row else row for row in out[:, 1:].tolist()]
+
+
 WRONG_GREEDY = {
     "never stops": (no_stop, "never stops at <eos>"),
     "stops with the first row": (stop_at_first_eos_of_batch, "stops too early"),
     "keeps eos": (lambda *a: [r + [EOS] if len(r) < a[4] else r for r in greedy_rows(*a)], "<eos> token is kept"),
     "keeps bos": (lambda *a: [[BOS] + r for r in greedy_rows(*a)], "starts with <bos>"),
     "tensor returned": (lambda *a: torch.zeros(2, 3), "expected a list of token-id lists"),
+    "only the last token fed back": (greedy_last_token_only, "wrong result for"),
+    "one token too few": (lambda m, s, b, e, n: greedy_rows(m, s, b, e, n - 1), "wrong result for"),
 }
 RIGHT_GREEDY = {"one sentence at a time": greedy_rows, "batched, early exit": greedy_batched_early_exit}
 

@@ -32,6 +32,9 @@ WRONG_STEP = {
     "cache ignored": (lambda *a: step(*a, mistake="no cache"), "attends only to itself"),
     "no scale": (lambda *a: step(*a, mistake="no scale"), "not scaled"),
     "output only": (lambda *a: step(*a)[0], "expected a tuple"),
+    "cache returned without the new position": (lambda x, p, pe, W_q, W_k, W_v, ck, cv: (
+        step(x, p, pe, W_q, W_k, W_v, ck, cv)[0], ck, cv), "wrong result for"),
+    "positional encoding left out": (lambda x, p, pe, *a: step(x, p, torch.zeros_like(pe), *a), "wrong result for"),
 }
 RIGHT_STEP = {"explicit": step, "F.scaled_dot_product_attention": step_with_sdpa}
 
@@ -73,7 +76,18 @@ WRONG_SAMPLE = {
     "masked with 0": (lambda *a: sample(*a, mistake="zero"), "set to 0 instead of -inf"),
     "greedy": (lambda logits, k, t, g: logits.argmax(-1), "token frequencies are off"),
     "probabilities returned": (lambda logits, k, t, g: torch.softmax(logits, -1), "expected integer token ids"),
+    "softmax over the samples": (lambda logits, k, t, g: torch.multinomial(torch.softmax(
+        (logits / t).masked_fill(logits < logits.topk(k, -1).values[..., -1:], float("-inf")), 0), 1,
+        generator=g).squeeze(-1), "your code raised RuntimeError"),  # a dropped token's column is all -inf: NaN
+    "k + 1 kept when k = 3 only": (lambda logits, k, t, g: sample(logits, k, t, g, mistake="k+1" if k == 3 else None),
+                                   "token frequencies are off"),
 }
+#: the mistake each wrong answer must be named by, or None: "k + 1 kept when k = 3 only" is right on the other cases,
+#: where keeping k + 1 tokens is not, so that mistake does not explain it.
+MISTAKES = {"10.2": {"k+1": "keeps-k-plus-1", "temperature after softmax": "temperature-after-softmax",
+                     "temperature multiplies": "temperature-multiplies", "masked with 0": "masked-with-zero",
+                     "greedy": None, "probabilities returned": None, "softmax over the samples": None,
+                     "k + 1 kept when k = 3 only": None}}
 RIGHT_SAMPLE = {"multinomial": sample, "Gumbel-max": sample_by_gumbel, "sorted top-k": sample_by_sorting}
 
 EXERCISES = {"10.1": (WRONG_STEP, RIGHT_STEP), "10.2": (WRONG_SAMPLE, RIGHT_SAMPLE)}

@@ -20,6 +20,9 @@ WRONG_RMS = {
     "eps outside": (lambda x, w, eps=1e-6: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w, "outside"),
     "no weight": (lambda x, w, eps=1e-6: rms(x, 1.0, eps), "weight is not applied"),
     "wrong axis": (lambda x, w, eps=1e-6: rms(x, w, eps, dim=0), "wrong axis"),
+    "sum of squares, not mean": (lambda x, w, eps=1e-6: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
+                                 "wrong result for"),
+    "mean of |x|": (lambda x, w, eps=1e-6: x / (x.abs().mean(-1, keepdim=True) + eps) * w, "wrong result for"),
 }
 RIGHT_RMS = {
     "norm-based": lambda x, w, eps=1e-6: x / torch.sqrt(x.norm(dim=-1, keepdim=True) ** 2 / x.shape[-1] + eps) * w,
@@ -73,6 +76,7 @@ WRONG_ROPE = {
     "offset ignored": (lambda q, k, o: (rotate_pairs(q, o, start_at_zero=True), rotate_pairs(k, o, start_at_zero=True)),
                        "offset is ignored"),
     "keys not rotated": (lambda q, k, o: (rotate_pairs(q, o), k), "only the queries"),
+    "positions from 1": (lambda q, k, o: (rotate_pairs(q, o + 1), rotate_pairs(k, o + 1)), "wrong result for"),
     "i/d frequencies": (lambda q, k, o: (rotate_pairs(q, o, base=100.0), rotate_pairs(k, o, base=100.0)),
                         "base^(-2i/d)"),
 }
@@ -106,6 +110,8 @@ WRONG_GQA = {
     "scaled by all heads": (lambda q, k, v: (lambda w: (w @ v.repeat_interleave(q.shape[1] // k.shape[1], 1), w))(
         torch.softmax(q @ k.repeat_interleave(q.shape[1] // k.shape[1], 1).mT / math.sqrt(q.shape[-1] * q.shape[1]),
                       -1)), "sqrt(h * d_head)"),
+    "not scaled": (lambda q, k, v: (lambda w: (w @ v.repeat_interleave(q.shape[1] // k.shape[1], 1), w))(
+        torch.softmax(q @ k.repeat_interleave(q.shape[1] // k.shape[1], 1).mT, -1)), "wrong result for"),
 }
 RIGHT_GQA = {
     "group the queries": gqa_by_reshaping,

@@ -7,6 +7,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+#: exercise id -> {wrong answer's name: the id of the mistake its rejection must name, or None: no name}
+MISTAKES = {}
+
 # --- 12.1 smoothed_loss(logits, targets, epsilon, pad_id=0) ------------------------------------------
 
 
@@ -21,12 +24,12 @@ def smoothed_by_formula(logits, targets, epsilon, pad_id=0):
     return per_token.masked_select(real).mean()
 
 
-def smoothed_by_one_hot(logits, targets, epsilon, pad_id=0):
+def smoothed_by_one_hot(logits, targets, epsilon, pad_id=0, log_p=lambda x: F.log_softmax(x, dim=-1)):
     V = logits.shape[-1]
     right = F.one_hot(targets, V).to(logits.dtype)
     pad = F.one_hot(torch.full_like(targets, pad_id), V).to(logits.dtype)
     q = (1 - epsilon) * right + epsilon / (V - 2) * (1 - right - pad)
-    per_token = torch.einsum("bnv,bnv->bn", q, -F.log_softmax(logits, dim=-1))
+    per_token = torch.einsum("bnv,bnv->bn", q, -log_p(logits))
     weight = (targets != pad_id).to(logits.dtype)
     return (per_token * weight).sum() / weight.sum()
 
@@ -74,6 +77,37 @@ WRONG_SMOOTHED = {
     "pad_id ignored": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e), "use the pad_id argument"),
     "a float returned": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e, pad_id).item(),
                          "expected a torch.Tensor"),
+    "logits used as log-probabilities": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: x), "used as log-probabilities"),
+    "log_softmax over the positions": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: F.log_softmax(x, dim=1)), "wrong axis"),
+    "softmax, not log_softmax": (lambda lg, t, e, pad_id=0: smoothed_by_one_hot(
+        lg, t, e, pad_id, log_p=lambda x: x.softmax(-1)), "wrong result for"),
+    "epsilon / |V| for the others": (lambda lg, t, e, pad_id=0: annotated(
+        lg, t, e, pad_id, kl=False, size=lg.shape[-1] + 2), "divided among the wrong number"),
+    "<pad> gets epsilon / (|V| - 2) too": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg, t, e, pad_id)
+                                           - e / (lg.shape[-1] - 2) * lg.log_softmax(-1)[..., pad_id][t != pad_id]
+                                           .mean(), "<pad> gets smoothing mass"),
+    "padding rows scored, mean over the real targets": (lambda lg, t, e, pad_id=0: annotated(
+        lg, t, e, pad_id, kl=False, row_mask=False), "positions whose target is <pad>"),
+    "mean of each sentence's mean": (lambda lg, t, e, pad_id=0: torch.stack([
+        smoothed_by_formula(lg[b : b + 1], t[b : b + 1], e, pad_id) for b in range(len(t))]).mean(),
+        "mean of each sentence's mean"),
+    "float32 for float64 logits": (lambda lg, t, e, pad_id=0: smoothed_by_formula(lg.float(), t, e, pad_id),
+                                   "expected dtype torch.float64"),
+}
+MISTAKES["12.1"] = {
+    "pad gets mass": "pad-gets-smoothing", "PyTorch's label_smoothing": "smoothing-over-all-classes",
+    "padding rows scored": "pad-positions-scored", "mean over every position": "mean-over-all-positions",
+    "summed": "loss-summed", "right token gets 1": "target-not-lowered",
+    "KL divergence (the Annotated Transformer's code as it is)": "kl-not-cross-entropy",
+    "pad_id ignored": "pad-id-ignored", "a float returned": None,
+    "logits used as log-probabilities": "logits-not-log-probs",
+    "log_softmax over the positions": "log-softmax-wrong-axis",
+    "softmax, not log_softmax": None, "epsilon / |V| for the others": "smoothing-denominator",
+    "<pad> gets epsilon / (|V| - 2) too": "pad-gets-smoothing",
+    "padding rows scored, mean over the real targets": "pad-positions-scored",
+    "mean of each sentence's mean": "mean-of-sentence-means", "float32 for float64 logits": None,
 }
 RIGHT_SMOOTHED = {"formula": smoothed_by_formula, "one-hot and einsum": smoothed_by_one_hot,
                   "the Annotated Transformer's, as cross-entropy": lambda lg, t, e, pad_id=0: annotated(
@@ -101,12 +135,26 @@ def noam_of(step, d_model, warmup_steps, shift=0, d_power=-0.5, w_power=-1.5, pi
 WRONG_NOAM = {
     "counted from 0 (peak a step early)": (lambda s, d, w: noam_of(s, d, w, shift=1), "peak comes a step early"),
     "peak a step late": (lambda s, d, w: noam_piecewise(s - 1, d, w) if s > 1 else 0.0, "peak comes a step late"),
+    "arguments swapped": (lambda s, d, w: noam_piecewise(s, w, d), "swapped"),
     "no d_model factor": (lambda s, d, w: min(s**-0.5, s * w**-1.5), "d_model^-0.5 is missing"),
-    "warmup^-0.5": (lambda s, d, w: noam_of(s, d, w, w_power=-0.5), "warmup_steps^-0.5"),
-    "max": (lambda s, d, w: noam_of(s, d, w, pick=max), "max instead of min"),
-    "1 / step": (lambda s, d, w: noam_of(s, d, w, decay=-1.0), "decays as 1 / step"),
     "d_model^0.5": (lambda s, d, w: math.sqrt(d) * min(s**-0.5, s * w**-1.5), "d_model^0.5"),
+    "1 / d_model": (lambda s, d, w: min(s**-0.5, s * w**-1.5) / d, "the factor is 1 / d_model"),
+    "x**-1/2 (precedence)": (lambda s, d, w: d**-1/2 * min(s**-1/2, s * w**-3/2), "binds tighter"),  # noqa: E226
+    "warmup^-0.5": (lambda s, d, w: noam_of(s, d, w, w_power=-0.5), "warm-up line's exponent"),
+    "step / warmup": (lambda s, d, w: d**-0.5 * min(s**-0.5, s / w), "warm-up line's exponent"),
+    "max": (lambda s, d, w: noam_of(s, d, w, pick=max), "max instead of min"),
+    "no warm-up": (lambda s, d, w: (d * s) ** -0.5, "there is no warm-up"),
+    "no decay": (lambda s, d, w: s / (math.sqrt(d) * w**1.5), "never decays"),
+    "1 / step": (lambda s, d, w: noam_of(s, d, w, decay=-1.0), "decays as 1 / step"),
     "a list returned": (lambda s, d, w: [noam_piecewise(s, d, w)], "expected a number"),
+}
+MISTAKES["12.2"] = {
+    "counted from 0 (peak a step early)": "step-off-by-one-early", "peak a step late": "step-off-by-one-late",
+    "arguments swapped": "arguments-swapped", "no d_model factor": "d-model-factor-missing",
+    "d_model^0.5": "d-model-factor-inverted", "1 / d_model": "d-model-factor-1-over-d",
+    "x**-1/2 (precedence)": "power-precedence", "warmup^-0.5": "warmup-exponent-wrong",
+    "step / warmup": "warmup-exponent-wrong", "max": "max-not-min", "no warm-up": "no-warm-up", "no decay": "no-decay",
+    "1 / step": "decays-as-1-over-step", "a list returned": None,
 }
 RIGHT_NOAM = {"piecewise": noam_piecewise, "torch, float64 tensor": noam_torch,
               "peak times a shape": lambda s, d, w: (d * w) ** -0.5 * min(s / w, (w / s) ** 0.5)}
@@ -116,39 +164,81 @@ RIGHT_NOAM = {"piecewise": noam_piecewise, "torch, float64 tensor": noam_torch,
 
 def beam_with(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha, mistake=None):
     """A learner's beam search kept in dicts; ``mistake`` switches in one classic error."""
-    a = 0.0 if mistake == "no penalty" else alpha
-
     def length(h):
         n = len(h["tokens"]) - 1
+        if mistake == "length with bos":
+            return n + 1
         return n - 1 if mistake == "eos not counted" and h["done"] else n
 
-    def value(h, a=a):
-        if mistake == "probabilities":
-            return math.exp(h["log_p"]) / ((5 + length(h)) / 6) ** a
-        if mistake == "probabilities added":
-            return h["p_sum"] / ((5 + length(h)) / 6) ** a
-        return h["log_p"] / ((5 + length(h)) / 6) ** a
+    def penalty(h):
+        n = length(h)
+        if mistake == "no penalty":
+            return 1.0
+        if mistake == "|Y|^alpha":
+            return n**alpha
+        if mistake == "5 + |Y| / 6":
+            return (5 + n / 6) ** alpha
+        return ((5 + n) / 6) ** alpha
 
-    beam = [{"tokens": [bos_id], "log_p": 0.0, "p_sum": 0.0, "done": False}]
-    for _ in range(max_len):
+    def value(h):
+        if mistake == "probabilities":
+            return math.exp(h["log_p"]) / penalty(h)
+        if mistake == "probabilities added":
+            return h["p_sum"] / penalty(h)
+        if mistake == "log P times penalty":
+            return h["log_p"] * penalty(h)
+        return h["log_p"] / penalty(h)
+
+    start = {"tokens": [bos_id], "log_p": 0.0, "p_sum": 0.0, "done": False}
+    beam = [dict(start) for _ in range(beam_size)] if mistake == "beam_size copies of <bos>" else [start]
+    finished = []  # "finished set aside" only
+    steps = max_len + {"one step too few": -1, "one step too many": 1}.get(mistake, 0)
+    for _ in range(steps):
         pool = []
         for h in beam:
+            if h["done"] and mistake == "finished padded with <eos>":
+                pool.append({**h, "tokens": h["tokens"] + [eos_id]})  # same log P, one more token
+                continue
             if h["done"] and mistake != "extend finished":
                 pool.append(h)
                 continue
             log_p = next_log_probs(h["tokens"])
-            tokens = [int(log_p.argmax())] if mistake == "greedy" else range(len(log_p))
+            if mistake == "greedy":
+                tokens = [int(log_p.argmax())]
+            elif mistake == "no pruning across hypotheses":
+                tokens = log_p.topk(beam_size).indices.tolist()
+            else:
+                tokens = range(len(log_p))
             for v in tokens:
-                pool.append({"tokens": h["tokens"] + [v], "log_p": h["log_p"] + float(log_p[v]),
+                if v == eos_id and mistake == "finished dropped":
+                    continue
+                added = 0.0 if v == eos_id and mistake == "<eos> not scored" else float(log_p[v])
+                pool.append({"tokens": h["tokens"] + [v], "log_p": h["log_p"] + added,
                              "p_sum": h["p_sum"] + math.exp(log_p[v]),
                              "done": v == eos_id and mistake != "extend finished"})
-        pool.sort(key=(lambda h: h["log_p"]) if mistake == "penalty at the end only" else value, reverse=True)
-        beam = pool[:beam_size]
+        if mistake == "no pruning across hypotheses":
+            beam = pool
+        elif mistake == "finished set aside":
+            pool.sort(key=value, reverse=True)
+            finished += [h for h in pool[:beam_size] if h["done"]]
+            beam = [h for h in pool if not h["done"]][:beam_size]
+            if len(finished) >= beam_size:
+                break
+            continue
+        else:
+            pool.sort(key=(lambda h: h["log_p"]) if mistake == "penalty at the end only" else value,
+                      reverse=mistake != "keeps the worst")
+            beam = pool[:beam_size]
         if mistake == "stop at the first finished" and beam[0]["done"]:
             return beam[0]["tokens"][1:]
-        if all(h["done"] for h in beam):
+        if all(h["done"] for h in beam) or (mistake == "stop when one finishes" and any(h["done"] for h in beam)):
             break
+    beam += finished
+    if mistake == "finished first" and any(h["done"] for h in beam):
+        beam = [h for h in beam if h["done"]]
     best = max(beam, key=(lambda h: h["log_p"]) if mistake == "raw final" else value)
+    if mistake == "finished padded with <eos>" and eos_id in best["tokens"]:
+        return best["tokens"][1 : best["tokens"].index(eos_id) + 1]
     return best["tokens"] if mistake == "with bos" else best["tokens"][1:]
 
 
@@ -196,24 +286,79 @@ def beam_with_heap(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
     return list(max(beam)[2][1:])
 
 
+def beam_by_top_k(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
+    """Each hypothesis proposes only its beam_size likeliest continuations (the others cannot make the beam: they
+    have the same |Y| and a lower log P), then the beam keeps the beam_size best of all proposals by score."""
+    def score(h):
+        return h[1] / ((5 + len(h[0]) - 1) / 6) ** alpha
+
+    beam = [([bos_id], 0.0)]
+    for _ in range(max_len):
+        if all(tokens[-1] == eos_id for tokens, _ in beam):
+            break
+        proposals = []
+        for tokens, log_p in beam:
+            if tokens[-1] == eos_id:
+                proposals.append((tokens, log_p))
+                continue
+            values, indices = next_log_probs(tokens).double().topk(beam_size)
+            proposals += [(tokens + [v], log_p + lp) for lp, v in zip(values.tolist(), indices.tolist(), strict=True)]
+        beam = sorted(proposals, key=score)[-beam_size:]
+    return beam[-1][0][1:]
+
+
+def _wrong(mistake):
+    return lambda *a: beam_with(*a, mistake=mistake)
+
+
+#: name -> (the wrong answer, text its rejection must show); MISTAKES["12.3"] gives the mistake each must be named by.
 WRONG_BEAM = {
-    "no length penalty": (lambda *a: beam_with(*a, mistake="no penalty"), "no length penalty"),
-    "finished hypotheses extended": (lambda *a: beam_with(*a, mistake="extend finished"),
-                                     "finished hypotheses are extended"),
-    "probabilities multiplied": (lambda *a: beam_with(*a, mistake="probabilities"), "probabilities multiplied"),
-    "probabilities added": (lambda *a: beam_with(*a, mistake="probabilities added"), "probabilities added"),
-    "greedy": (lambda *a: beam_with(*a, mistake="greedy"), "only its best continuation"),
-    "unnormalised final choice": (lambda *a: beam_with(*a, mistake="raw final"), "final choice ignores"),
-    "penalty at the end only": (lambda *a: beam_with(*a, mistake="penalty at the end only"),
-                                "applied only at the end"),
-    "|Y| without <eos>": (lambda *a: beam_with(*a, mistake="eos not counted"), "leaves out the <eos>"),
-    "stops at the first finished": (lambda *a: beam_with(*a, mistake="stop at the first finished"),
-                                    "stops as soon as"),
-    "<bos> kept": (lambda *a: beam_with(*a, mistake="with bos"), "starts with <bos>"),
+    "no length penalty": (_wrong("no penalty"), "no length penalty"),
+    "finished hypotheses extended": (_wrong("extend finished"), "finished hypotheses are extended"),
+    "finished hypotheses set aside (as some libraries do)": (_wrong("finished set aside"), "set aside"),
+    "finished hypotheses dropped": (_wrong("finished dropped"), "finished hypotheses are dropped"),
+    "finished hypotheses padded with <eos>": (_wrong("finished padded with <eos>"), "|Y| grows"),  # = no penalty
+    "probabilities multiplied": (_wrong("probabilities"), "probabilities multiplied"),
+    "probabilities added": (_wrong("probabilities added"), "probabilities added"),
+    "log P times the penalty": (_wrong("log P times penalty"), "multiplied by the length penalty"),
+    "|Y|^alpha": (_wrong("|Y|^alpha"), "the length penalty is |Y|^alpha"),
+    "(5 + |Y| / 6)^alpha": (_wrong("5 + |Y| / 6"), "(5 + |Y| / 6)^alpha"),
+    "|Y| counts <bos>": (_wrong("length with bos"), "|Y| counts <bos>"),
+    "|Y| without <eos>": (_wrong("eos not counted"), "leaves out the <eos>"),
+    "<eos> not scored": (_wrong("<eos> not scored"), "log-probability is not added"),
+    "greedy": (_wrong("greedy"), "only its best continuation"),
+    "no pruning across hypotheses": (_wrong("no pruning across hypotheses"), "the beam grows"),
+    "beam_size copies of <bos>": (_wrong("beam_size copies of <bos>"), "copies of [bos_id]"),  # = greedy
+    "unnormalised final choice": (_wrong("raw final"), "final choice ignores"),
+    "final choice among finished ones only": (_wrong("finished first"), "prefers finished"),
+    "penalty at the end only": (_wrong("penalty at the end only"), "applied only at the end"),
+    "stops at the first finished": (_wrong("stop at the first finished"), "best hypothesis is finished"),
+    "stops when one finishes": (_wrong("stop when one finishes"), "one hypothesis is finished"),
+    "one step too few": (_wrong("one step too few"), "one token too few"),
+    "one step too many": (_wrong("one step too many"), "one token too many"),
+    "keeps the worst candidates": (_wrong("keeps the worst"), "wrong result for"),
+    "<bos> kept": (_wrong("with bos"), "starts with <bos>"),
     "<eos> dropped": (lambda *a: [t for t in beam_with(*a) if t != a[2]], "<eos> is left out"),
     "a string returned": (lambda *a: " ".join(map(str, beam_with(*a))), "expected a list of token ids"),
 }
-RIGHT_BEAM = {"dicts": beam_with, "tensors, as generation.beam_search": beam_with_tensors, "heapq": beam_with_heap}
+MISTAKES["12.3"] = {
+    "no length penalty": "no-length-penalty", "finished hypotheses extended": "finished-extended",
+    "finished hypotheses set aside (as some libraries do)": "finished-set-aside",
+    "finished hypotheses dropped": "finished-dropped", "finished hypotheses padded with <eos>": "no-length-penalty",
+    "probabilities multiplied": "probabilities-multiplied", "probabilities added": "probabilities-added",
+    "log P times the penalty": "penalty-multiplies", "|Y|^alpha": "penalty-without-five",
+    "(5 + |Y| / 6)^alpha": "penalty-parentheses", "|Y| counts <bos>": "length-counts-bos",
+    "|Y| without <eos>": "length-without-eos", "<eos> not scored": "eos-not-scored", "greedy": "greedy-per-hypothesis",
+    "no pruning across hypotheses": "no-pruning-across-hypotheses",
+    "beam_size copies of <bos>": "greedy-per-hypothesis", "unnormalised final choice": "final-choice-unpenalised",
+    "final choice among finished ones only": "final-choice-prefers-finished",
+    "penalty at the end only": "penalty-only-at-end", "stops at the first finished": "stops-too-early",
+    "stops when one finishes": "stops-when-one-finishes", "one step too few": "one-step-short",
+    "one step too many": "one-step-long", "keeps the worst candidates": None, "<bos> kept": "bos-kept",
+    "<eos> dropped": "eos-left-out", "a string returned": None,
+}
+RIGHT_BEAM = {"dicts": beam_with, "tensors, as generation.beam_search": beam_with_tensors, "heapq": beam_with_heap,
+              "top-k of each hypothesis, then the best of all": beam_by_top_k}
 
 EXERCISES = {"12.1": (WRONG_SMOOTHED, RIGHT_SMOOTHED), "12.2": (WRONG_NOAM, RIGHT_NOAM),
              "12.3": (WRONG_BEAM, RIGHT_BEAM)}

@@ -331,28 +331,30 @@ def compare(expected, got, names: Sequence[str] = ("output",), rtol: float = 1e-
     return compare_number(expected, got, name)
 
 
-def diagnose(mistakes: Sequence[Mistake], failures: Sequence[tuple[Case, object]],
-             compare_kwargs: dict) -> Mistake | None:
-    """The first known mistake that reproduces the learner's result on every failing case, or None.
+def diagnose(mistakes: Sequence[Mistake], results: Sequence[tuple[Case, object]],
+             differ: Callable[[object, object, Case], str | None]) -> Mistake | None:
+    """The first known mistake whose variant gives the learner's result on every case the answer ran on, or None.
 
-    ``failures`` holds ``(case, got)`` for each case the answer got wrong; ``got`` is the answer's output, or the
-    exception it raised (the mistake must then raise the same). One case is not enough: two mistakes can give the
-    same output on one input (``1/d`` and ``d**-0.5`` at d = 1), and a wrong name sends the learner the wrong way.
+    ``results`` holds ``(case, got)`` for each case, right or wrong: ``got`` is the answer's output, or the exception
+    it raised (the mistake must then raise the same). ``differ(expected, got, case)`` says how ``got`` differs from
+    ``expected`` (None: it does not). One case is not enough: two mistakes can give the same output on one input
+    (``1/d`` and ``d**-0.5`` at d = 1), and a variant that is wrong where the learner is right is not the learner's
+    mistake. A wrong name sends the learner the wrong way; no name is better.
     """
     for mistake in mistakes:
-        if mistake.wrong is not None and all(_reproduces(mistake, case, got, compare_kwargs) for case, got in failures):
+        if mistake.wrong is not None and all(_reproduces(mistake, case, got, differ) for case, got in results):
             return mistake
     return None
 
 
-def _reproduces(mistake: Mistake, case: Case, got, compare_kwargs: dict) -> bool:
+def _reproduces(mistake: Mistake, case: Case, got, differ: Callable) -> bool:
     if isinstance(got, Exception):
         return _raises_the_same(mistake, case, got)
     try:
         wrong = mistake.wrong(*case.fresh_args())
+        return differ(wrong, got, case) is None
     except Exception:  # noqa: BLE001 - a variant that cannot run on this case does not explain it
         return False
-    return compare(wrong, got, **compare_kwargs) is None
 
 
 def check_function(
@@ -364,15 +366,20 @@ def check_function(
     names: Sequence[str] = ("output",),
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    differ: Callable[[object, object, Case], str | None] | None = None,
 ) -> int:
     """Run ``answer`` and ``reference`` on every case; raise CheckFailed for the first case it gets wrong.
 
-    The remaining cases still run after a wrong one, so that a mistake is named only when it explains every
-    case the answer gets wrong (its output, or the error it raises).
+    ``differ(expected, got, case)`` describes how a result differs from the expected one, None when it matches;
+    by default :func:`compare` with ``names``, ``rtol`` and ``atol``. The remaining cases still run after a wrong
+    one, so that a mistake is named only when its variant gives the answer's result on every case (its output, or
+    the error it raises): see :func:`diagnose`.
     """
     require_callable(answer)
-    compare_kwargs = dict(names=names, rtol=rtol, atol=atol)
-    first, failures = None, []
+    if differ is None:
+        def differ(expected, got, case):
+            return compare(expected, got, names=names, rtol=rtol, atol=atol)
+    first, results = None, []
     for case in cases:
         expected = reference(*case.fresh_args())
         try:
@@ -382,17 +389,17 @@ def check_function(
             if error is None:  # not implemented, or the answer raised CheckFailed itself: reported as it is
                 if first is None:
                     raise
-                failures = []
+                results = []
                 break
             first = first or failure.message
-            failures.append((case, error))
+            results.append((case, error))
             continue
-        problem = compare(expected, got, **compare_kwargs)
+        problem = differ(expected, got, case)
         if problem:
             first = first or f"wrong result for {case.describe()}\n  {problem}"
-            failures.append((case, got))
+        results.append((case, got))
     if first is not None:
-        raise CheckFailed(first, mistake=diagnose(mistakes, failures, compare_kwargs) if failures else None)
+        raise CheckFailed(first, mistake=diagnose(mistakes, results, differ) if results else None)
     return len(cases)
 
 

@@ -10,9 +10,7 @@ import torch
 from transformer_course.attention import scaled_dot_product_attention
 from transformer_course.checks.core import (
     Case,
-    CheckFailed,
     Mistake,
-    call_answer,
     case_generator,
     check_function,
     exercise,
@@ -167,28 +165,18 @@ VARIANCE_MISTAKES = [
 ]
 
 
+def _compare_variance(expected, got, case: Case | None = None) -> str | None:
+    """None if ``got`` is within VARIANCE_TOLERANCE (relative) of ``expected``, else what is wrong with it."""
+    expected, got = (x.item() if type(x) is torch.Tensor and x.numel() == 1 else x for x in (expected, got))
+    if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(got):
+        return f"expected a finite number, got {type(got).__name__} {got!r:.40}"
+    if abs(got - expected) > VARIANCE_TOLERANCE * abs(expected):
+        return f"expected a variance of {expected:.4g} (within {VARIANCE_TOLERANCE:.1%}), got {got:.4g}"
+    return None
+
+
 @exercise("02.3", title="Measuring the variance of q.k", points=2)
 def check_dot_product_variance(answer) -> int:
     """The learner's variance of the pairs' dot products against the reference's, on the same samples."""
-    cases = _variance_cases()
-    for case in cases:
-        got = call_answer(answer, case)
-        if type(got) is torch.Tensor and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(got):
-            raise CheckFailed(f"for {case.describe()} expected a finite number, got {type(got).__name__} {got!r:.40}")
-        expected = _dots(*case.fresh_args()).var().item()
-        if abs(got - expected) > VARIANCE_TOLERANCE * expected:
-            raise CheckFailed(f"for {case.describe()} expected a variance of {expected:.4g} "
-                              f"(within {VARIANCE_TOLERANCE:.1%}), got {got:.4g}", mistake=_variance_hint(got, case))
-    return len(cases)
-
-
-def _variance_hint(got: float, case: Case) -> Mistake | None:
-    """The known mistake whose value on this case is nearest ``got`` (within 2%), if any."""
-    near = []
-    for k, mistake in enumerate(VARIANCE_MISTAKES):
-        value = float(mistake.wrong(*case.fresh_args()))
-        if abs(got - value) <= 0.02 * max(abs(value), 1e-3):
-            near.append((abs(got - value), k))
-    return VARIANCE_MISTAKES[min(near)[1]] if near else None
+    return check_function(answer, lambda q, k: _dots(q, k).var().item(), _variance_cases(), VARIANCE_MISTAKES,
+                          differ=_compare_variance)

@@ -8,14 +8,11 @@ from torch import nn
 
 from transformer_course.checks.core import (
     Case,
-    CheckFailed,
     Mistake,
-    call_answer,
     case_generator,
     case_seed,
     check_function,
     exercise,
-    require_callable,
 )
 from transformer_course.models import Seq2SeqConfig, Seq2SeqTransformer
 
@@ -140,7 +137,7 @@ def _stop_when_any(model, src, bos_id, eos_id, max_len):
     return [row[: row.index(eos_id)] if eos_id in row else row for row in out[:, 1:].tolist()]
 
 
-def _compare_lists(expected, got) -> str | None:
+def _compare_lists(expected, got, case: Case | None = None) -> str | None:
     if not isinstance(got, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in got):
         return f"expected a list of token-id lists, one per sentence, got {type(got).__name__}"
     got = [[int(t) for t in row] for row in got]
@@ -152,26 +149,19 @@ def _compare_lists(expected, got) -> str | None:
     return None
 
 
+GREEDY_MISTAKES = [
+    Mistake("never-stops", "decoding never stops at <eos>: end a sentence at its first <eos> (and leave <eos> "
+            "out).", _no_stop),
+    Mistake("stops-too-early", "decoding stops too early: a sentence ends at its own <eos>; keep going until "
+            "every row has one or max_len tokens are made.", _stop_when_any),
+    Mistake("eos-kept", "the <eos> token is kept: return the tokens before it.",
+            lambda *a: [r + [EOS] if len(r) < a[4] else r for r in _greedy(*a)]),
+    Mistake("bos-kept", "the output starts with <bos>: return only the generated tokens.",
+            lambda *a: [[BOS] + r for r in _greedy(*a)]),
+]
+
+
 @exercise("09.2", title="Greedy decoding", points=3)
 def check_greedy_decode(answer) -> int:
-    mistakes = [
-        Mistake("never-stops", "decoding never stops at <eos>: end a sentence at its first <eos> (and leave <eos> "
-                "out).", _no_stop),
-        Mistake("stops-too-early", "decoding stops too early: a sentence ends at its own <eos>; keep going until "
-                "every row has one or max_len tokens are made.", _stop_when_any),
-        Mistake("eos-kept", "the <eos> token is kept: return the tokens before it.",
-                lambda *a: [r + [EOS] if len(r) < a[4] else r for r in _greedy(*a)]),
-        Mistake("bos-kept", "the output starts with <bos>: return only the generated tokens.",
-                lambda *a: [[BOS] + r for r in _greedy(*a)]),
-    ]
-    require_callable(answer)
-    cases = _greedy_cases()
-    for case in cases:
-        with torch.no_grad():
-            expected = _greedy(*case.fresh_args())
-            got = call_answer(answer, case)
-            problem = _compare_lists(expected, got)
-            if problem:
-                hint = next((m for m in mistakes if _compare_lists(m.wrong(*case.fresh_args()), got) is None), None)
-                raise CheckFailed(f"wrong result for {case.describe()}\n  {problem}", mistake=hint)
-    return len(cases)
+    with torch.no_grad():
+        return check_function(answer, _greedy, _greedy_cases(), GREEDY_MISTAKES, differ=_compare_lists)

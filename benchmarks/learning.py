@@ -12,6 +12,11 @@ it, on one thread, and the held-out exact match that its check would grade: the 
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning.py capstone --seeds 0 1
     OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default .venv/bin/python benchmarks/learning.py capstone --seeds 0 1
+
+``shakespeare`` runs exercise 13.4's solution from the solution notebook's cells and measures it as its check does
+(``checks/shakespeare_model.py``, BANDS and MIN_FAR_CHANGE):
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning.py shakespeare --seeds 0 1
 """
 
 from __future__ import annotations
@@ -117,12 +122,56 @@ def capstone(seed: int, steps: int) -> tuple[float, float, dict, dict]:
 # comes closer, which is why the task asks learners to keep their training cell to about half the limit.
 
 
+def shakespeare(seed: int) -> dict:
+    """Exercise 13.4's solution, run from the solution notebook's own cells (its imports, ``train_loop``, ``GPT``, the
+    task's data and the answer cell; ``manual_seed(0)`` becomes ``manual_seed(seed)``, so the initial weights and the
+    batches change), then measured as the check measures it: {the answer cell's wall and CPU seconds, bits/char and
+    far-context change (``checks/shakespeare_model.py``) on the public windows and on a hidden sample}."""
+    import json
+    from pathlib import Path
+
+    from transformer_course.checks import core, shakespeare_model
+
+    notebook = json.loads((Path(__file__).parent.parent / "solutions/13_gpt_on_real_text.ipynb").read_text())
+    wanted = ("from transformer_course.checks import check", "def train_loop", "class GPT", "The task's data",
+              "my_model = None")
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    chosen = [next(c for c in cells if marker in c) for marker in wanted]
+    namespace: dict = {}
+    for source in chosen[:-1]:
+        exec(compile(source, "<solution>", "exec"), namespace)  # noqa: S102 - the course's own notebook
+    begin, begin_cpu = time.perf_counter(), time.process_time()
+    exec(compile(chosen[-1].replace("manual_seed(0)", f"manual_seed({seed})"), "<answer>", "exec"), namespace)  # noqa: S102
+    result = {"cell": time.perf_counter() - begin, "cpu": time.process_time() - begin_cpu}
+    model = namespace["my_model"]
+    for name, cases_seed in (("public", None), ("hidden", 20261125)):
+        previous, core.CASES_SEED = core.CASES_SEED, cases_seed
+        try:
+            windows = shakespeare_model.held_out_windows()
+        finally:
+            core.CASES_SEED = previous
+        logits = shakespeare_model._logits_of(model, windows[:, :-1])
+        replaced = shakespeare_model._logits_of(model, shakespeare_model.far_context_replaced(windows[:, :-1]))
+        result[name] = (shakespeare_model.bits_per_char(logits, windows[:, 1:]),
+                        shakespeare_model.far_context_change(logits, replaced))
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("task", nargs="?", choices=["capstone"], help="the capstone recipe instead of the lessons")
+    parser.add_argument("task", nargs="?", choices=["capstone", "shakespeare"],
+                        help="the recipe of exercise 12.4 or 13.4 instead of the lessons")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--steps", type=int, default=200, help="training steps of the capstone recipe")
     args = parser.parse_args()
+    if args.task == "shakespeare":
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+        for seed in args.seeds:
+            r = shakespeare(seed)
+            print(f"seed {seed}: answer cell {r['cell']:.1f} s wall, {r['cpu']:.1f} s CPU; bits/char "
+                  f"{r['public'][0]:.3f} public, {r['hidden'][0]:.3f} hidden; far-context change "
+                  f"{r['public'][1]:.4f} public, {r['hidden'][1]:.4f} hidden", flush=True)
+        return
     if args.task == "capstone":
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
         for seed in args.seeds:

@@ -359,6 +359,8 @@ METRICS["13_gpt_on_real_text.ipynb"] = {
     "untrained - uniform, nats": ("model-check", "abs(valid_loss_before - base['uniform'])"),  # < 0.1
     "lesson run, nats per char": ("run-report", "valid_loss_after"),  # < bigram
     "bigram, nats per char": ("baselines", "base['bigram']"),
+    "bigram - lesson run, nats": ("run-report", "base['bigram'] - valid_loss_after"),  # > 0
+    "lesson run - checkpoint, nats": ("compare", "valid_loss_after - gpt_loss"),  # > 0
     "checkpoint - its log, nats": ("checkpoint", "abs(gpt_loss - log['final_valid_loss'])"),  # < 1e-3
     "previous-token share, best head": ("scores-best", "scores['previous character'].max()"),  # > 0.5
     "line start / even spread, best head": (

@@ -61,6 +61,12 @@ BANDS = ((4, 3.55), (3, 3.80), (2, 4.20), (1, 4.70))
 RUNS = (("threads=1", 0, 36.4, 3.455, 3.463), ("default (2 threads)", 1, 42.4, 3.465, 3.487))
 #: Count models of the training plays (interpolated absolute discounting, tests/answers/lesson13.py), public sample.
 COUNT_MODELS = {"unigram": 4.83, "bigram": 3.59, "trigram": 2.94, "4-gram": 2.52}
+#: A model that reads its context: the first FAR_CUT characters of each window are replaced by another held-out
+#: window's, and the predictions that still see at least NEAR of their own characters (positions FAR_CUT + NEAR - 1 ..
+#: CONTEXT - 1) must move, by a mean KL divergence of at least MIN_FAR_CHANGE bits. A count model of up to NEAR + 1
+#: characters (a 9-gram with backoff or less) cannot tell the two inputs apart: its change is 0 exactly.
+FAR_CUT, NEAR = 64, 8
+MIN_FAR_CHANGE = 0.005  # bits; trained GPTs move by 0.013-0.036, count models by 0 (:data:`FAR_CHANGES`)
 SAME_PREDICTIONS = 0.05  # nats: mean |log p(next char)| difference below which a model predicts as the checkpoint
 SAME_WEIGHTS = 0.5  # a weight matrix correlating at least this much with one of the checkpoint's comes from it
 
@@ -167,6 +173,25 @@ def band(bits: float) -> tuple[int, str]:
     return 0, needs
 
 
+def far_context_replaced(ids: torch.Tensor) -> torch.Tensor:
+    """``ids`` ``(B, n)`` with its first FAR_CUT characters taken from the next row (the last row's from the first):
+    the same text near each scored position, someone else's text further back. ``(B, n)``."""
+    replaced = ids.clone()
+    replaced[:, :FAR_CUT] = ids.roll(-1, dims=0)[:, :FAR_CUT]
+    return replaced
+
+
+def far_context_change(logits: torch.Tensor, replaced_logits: torch.Tensor) -> float:
+    """How far the predictions move when the characters more than NEAR back are someone else's text: the mean KL
+    divergence, in bits, from the next-character distribution on the true windows (``logits`` ``(B, n, |V|)``) to the
+    one on :func:`far_context_replaced` windows (``replaced_logits``), over positions FAR_CUT + NEAR - 1 .. n - 1."""
+    scored = slice(FAR_CUT + NEAR - 1, None)
+    true, replaced = logits[:, scored].float().log_softmax(-1), replaced_logits[:, scored].float().log_softmax(-1)
+    p = true.exp()
+    kl = torch.where(p > 0, p * (true - replaced), 0.0).sum(-1)  # a character the model rules out costs nothing
+    return kl.mean().item() / math.log(2)
+
+
 def _from_checkpoint(logits: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor,
                      correlation: float) -> str | None:
     """Why these predictions (or weights) come from the course checkpoint, or None."""
@@ -210,6 +235,12 @@ def check_own_gpt(answer) -> Score:
     correlation = call_answer(answer if replay else _Run(answer, "weights"), case)
     if isinstance(correlation, bool) or not isinstance(correlation, float):
         raise CheckFailed("the weight correlation recorded is malformed")
+    far = Case(f"the same windows, their first {FAR_CUT} characters taken from another window",
+               {"ids": far_context_replaced(inputs)})
+    replaced_logits = call_answer(answer if replay else _Run(answer, "logits"), far)
+    if type(replaced_logits) is not torch.Tensor or replaced_logits.shape != logits.shape \
+            or not replaced_logits.is_floating_point():
+        raise CheckFailed("the logits recorded are malformed")
     if torch.isnan(logits).any():
         raise CheckFailed("my_model returned NaN logits", mistake=Mistake(
             "training-diverged", "the training diverged (a NaN loss): lower the learning rate and clip the gradients."))
@@ -225,4 +256,14 @@ def check_own_gpt(answer) -> Score:
         raise CheckFailed(f"0/{POINTS} points: {measured}; {needs}.", mistake=Mistake(
             "too-high-loss", "the held-out loss is too high: train longer or a larger model, within the time limit "
             "(a uniform guess over the characters is log2|V| bits/char)."))
+    change = far_context_change(logits, replaced_logits)
+    if not change >= MIN_FAR_CHANGE:  # NaN too
+        raise CheckFailed(
+            f"0/{POINTS} points: {measured}, but your model does not read its context: with the first {FAR_CUT} "
+            f"characters of each window replaced by another window's, its predictions {NEAR} or more characters later "
+            f"move by {change:.4f} bits (KL divergence; a GPT trained here moves them by {MIN_FAR_CHANGE} or more).",
+            mistake=Mistake("ignores-far-context",
+                            f"the predictions depend only on the last few characters (at most {NEAR}), as a count "
+                            "model's (n-grams) do: this exercise asks for a transformer that you train, whose "
+                            "attention reads the whole window."))
     return Score(points, measured + (f"; {needs}" if needs else ""), SAMPLE)

@@ -122,11 +122,12 @@ def capstone(seed: int, steps: int) -> tuple[float, float, dict, dict]:
 # comes closer, which is why the task asks learners to keep their training cell to about half the limit.
 
 
-def shakespeare(seed: int) -> dict:
+def shakespeare(seed: int, steps: int = 800) -> dict:
     """Exercise 13.4's solution, run from the solution notebook's own cells (its imports, ``train_loop``, ``GPT``, the
     task's data and the answer cell; ``manual_seed(0)`` becomes ``manual_seed(seed)``, so the initial weights and the
     batches change), then measured as the check measures it: {the answer cell's wall and CPU seconds, bits/char and
-    far-context change (``checks/shakespeare_model.py``) on the public windows and on a hidden sample}."""
+    far-context change (``checks/shakespeare_model.py``) on the public windows and on a hidden sample}. ``steps``
+    other than 800 (the solution's) measures a shorter or longer training run of the same recipe."""
     import json
     from pathlib import Path
 
@@ -141,7 +142,9 @@ def shakespeare(seed: int) -> dict:
     for source in chosen[:-1]:
         exec(compile(source, "<solution>", "exec"), namespace)  # noqa: S102 - the course's own notebook
     begin, begin_cpu = time.perf_counter(), time.process_time()
-    exec(compile(chosen[-1].replace("manual_seed(0)", f"manual_seed({seed})"), "<answer>", "exec"), namespace)  # noqa: S102
+    answer = chosen[-1].replace("manual_seed(0)", f"manual_seed({seed})").replace("steps, batch_size, n = 800,",
+                                                                                 f"steps, batch_size, n = {steps},")
+    exec(compile(answer, "<answer>", "exec"), namespace)  # noqa: S102
     result = {"cell": time.perf_counter() - begin, "cpu": time.process_time() - begin_cpu}
     model = namespace["my_model"]
     for name, cases_seed in (("public", None), ("hidden", 20261125)):
@@ -162,21 +165,23 @@ def main():
     parser.add_argument("task", nargs="?", choices=["capstone", "shakespeare"],
                         help="the recipe of exercise 12.4 or 13.4 instead of the lessons")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--steps", type=int, default=200, help="training steps of the capstone recipe")
+    parser.add_argument("--steps", type=int, help="training steps of the recipe (capstone: 200, shakespeare: 800)")
     args = parser.parse_args()
     if args.task == "shakespeare":
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
         for seed in args.seeds:
-            r = shakespeare(seed)
-            print(f"seed {seed}: answer cell {r['cell']:.1f} s wall, {r['cpu']:.1f} s CPU; bits/char "
+            steps = args.steps or 800
+            r = shakespeare(seed, steps)
+            print(f"{steps} steps, seed {seed}: answer cell {r['cell']:.1f} s wall, {r['cpu']:.1f} s CPU; bits/char "
                   f"{r['public'][0]:.3f} public, {r['hidden'][0]:.3f} hidden; far-context change "
                   f"{r['public'][1]:.4f} public, {r['hidden'][1]:.4f} hidden", flush=True)
         return
     if args.task == "capstone":
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
         for seed in args.seeds:
-            cell, cpu, valid, held = capstone(seed, args.steps)
-            print(f"{args.steps} steps, seed {seed}: answer cell {cell:.1f} s wall, {cpu:.1f} s CPU; "
+            steps = args.steps or 200
+            cell, cpu, valid, held = capstone(seed, steps)
+            print(f"{steps} steps, seed {seed}: answer cell {cell:.1f} s wall, {cpu:.1f} s CPU; "
                   f"validation exact match {valid['exact_match']:.1%}; held-out exact match {held['exact_match']:.1%}, "
                   f"chrF {held['chrf']:.1f}")
         return

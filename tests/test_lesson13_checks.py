@@ -1,7 +1,7 @@
 """Lesson 13's checks beyond the generic tables of tests/test_exercise_checks.py (which also hold each wrong answer to
 its exact mistake id, from tests/answers/lesson13.MISTAKES): the checks' variants are the package's reference with
-one thing changed, the hidden cases share nothing with the public ones, and exercise 13.4's bands, its guard against
-the course checkpoint and its re-check outside the kernel."""
+one thing changed, the hidden cases share nothing with the public ones, and exercise 13.4's bands, its guards against
+the course checkpoint and against models that read no context (count models), and its re-check outside the kernel."""
 
 from __future__ import annotations
 
@@ -103,19 +103,70 @@ def test_an_untrained_model_earns_nothing_and_the_stub_is_not_implemented():
         check("13.4", None)
 
 
-def test_a_count_model_is_graded_in_the_kernel_and_again_outside_it(tmp_path, monkeypatch, capsys):
-    """The bigram model earns part of the points; the grader's re-check, from the recorded logits alone, agrees."""
+def test_a_count_model_earns_nothing_and_the_grader_names_why(tmp_path, monkeypatch):
+    """A trigram model predicts better than the bands' top (2.9 bits/char) and earns nothing: its predictions do not
+    move when the characters more than NEAR back change. In the grader's kernel the check fails, records no pass to
+    confirm, and leaves the mistake's id for the gradebook."""
     from transformer_course.grading import kernel
     from transformer_course.grading.replay import confirm
 
-    model = answers.NGram(2)
+    model = answers.NGram(3)
+    with pytest.raises(CheckFailed) as failure:
+        check("13.4", model)
+    assert failure.value.mistake.id == "ignores-far-context" and "0/4 points" in str(failure.value)
+    assert "2.94" in str(failure.value) and "does not read its context" in str(failure.value)
+    monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
+    with pytest.raises(CheckFailed):
+        kernel.recording_check("13.4", model)
+    assert confirm("13.4", tmp_path / "13.4.pt").verdict == "no_record"
+    assert (tmp_path / f"13.4{kernel.MISTAKE_SUFFIX}").read_text().strip() == "ignores-far-context"
+
+
+def test_the_far_context_change_is_zero_for_a_count_model_and_not_for_a_model_that_reads_far_back():
+    """The measure itself: a 4-gram model's predictions at positions FAR_CUT + NEAR - 1 and later are the same on the
+    replaced windows (0 exactly); a model that adds the first character's embedding to every position's logits (so
+    reads 127 characters back) moves them."""
+    windows = shakespeare_model.held_out_windows()[:16, :-1]
+    replaced = shakespeare_model.far_context_replaced(windows)
+    assert torch.equal(replaced[:, shakespeare_model.FAR_CUT:], windows[:, shakespeare_model.FAR_CUT:])
+    assert not torch.equal(replaced, windows)
+    ngram = answers.NGram(4)
+    with torch.no_grad():
+        assert shakespeare_model.far_context_change(ngram(windows), ngram(replaced)) == 0.0
+
+    class ReadsTheFirstCharacter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.table = answers.NGram(2), nn.Embedding(len(shakespeare_model.vocabulary()), 1)
+            torch.manual_seed(0)
+            nn.init.normal_(self.table.weight)
+
+        def forward(self, ids):
+            logits = self.inner(ids)
+            bump = torch.zeros_like(logits)
+            bump[..., 0] = self.table(ids[:, :1])[..., 0]  # the first character raises or lowers the first id
+            return logits + bump
+
+    far = ReadsTheFirstCharacter()
+    with torch.no_grad():
+        change = shakespeare_model.far_context_change(far(windows), far(replaced))
+    assert change > shakespeare_model.MIN_FAR_CHANGE
+
+
+@pytest.mark.slow
+def test_a_trained_gpt_passes_in_the_kernel_and_again_outside_it(tmp_path, monkeypatch, capsys):
+    """A transformer trained for about 30 s reads its context (its far-context change is above MIN_FAR_CHANGE) and
+    earns full marks; the grader's re-check agrees."""
+    from transformer_course.grading import kernel
+    from transformer_course.grading.replay import confirm
+
+    model = answers.RIGHT_OWN["nanoGPT's layout, learned positions"].build()
     check("13.4", model)
     line = capsys.readouterr().out
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
     kernel.recording_check("13.4", model)
     found = confirm("13.4", tmp_path / "13.4.pt")
-    assert found.message in line and found.cases == shakespeare_model.SAMPLE
-    assert found.verdict in ("partial", "passed") and found.points >= 1
+    assert found.message in line and found.verdict == "passed" and found.points == shakespeare_model.POINTS
 
 
 def test_an_answer_that_fails_on_a_later_case_is_rejected():

@@ -350,8 +350,9 @@ def _train_ids() -> torch.Tensor:
 
 class NGram(nn.Module):
     """A count model, not a GPT: the next character from the last k - 1, by interpolated absolute discounting over
-    orders 1 .. k (Ney et al., 1994). The check grades predictions, whatever makes them: a trigram model reaches about
-    2.9 bits/char, a bigram model about 3.6, a transformer trained for 40 s about 3.4."""
+    orders 1 .. k (Ney et al., 1994). It predicts well (a trigram model reaches about 2.9 bits/char, a 4-gram 2.5, a
+    transformer trained for 40 s about 3.4), but reads no further back than k - 1 characters, which the check
+    measures."""
 
     def __init__(self, k: int, discount: float = 0.75):
         super().__init__()
@@ -418,15 +419,70 @@ class AsksTheCheckpoint(nn.Module):
         return pretrained.shakespeare_gpt()(ids)
 
 
+def _train_for_13_4(model: nn.Module, steps: int, seed: int) -> nn.Module:
+    """``steps`` steps of 8 random windows of 128 training characters, AdamW at 3e-3, 50 warm-up steps then a cosine
+    to 10%, gradients clipped to 1: a hand-written loop, as a learner writes it."""
+    ids = _train_ids()
+    g = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min(1.0, (i + 1) / 50) * (0.1 + 0.45 * (1 + math.cos(math.pi * i / steps))))
+    model.train()
+    for _ in range(steps):
+        starts = torch.randint(len(ids) - 129, (8,), generator=g).tolist()
+        batch = torch.stack([ids[s: s + 129] for s in starts])
+        optimizer.zero_grad()
+        logits = model(batch[:, :-1])
+        F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten()).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+    return model.eval()
+
+
+def nanogpt_layout() -> nn.Module:
+    """nanoGPT's layout (FusedGPT: fused qkv, attention by hand, learned positions, tied head), d = 64, 2 layers, 800
+    steps: as long as the solution's training."""
+    from types import SimpleNamespace
+
+    from transformer_course.checks import shakespeare_model
+
+    torch.manual_seed(1)
+    shape = SimpleNamespace(vocab_size=len(shakespeare_model.vocabulary()), d_model=64, num_heads=4, d_ff=256,
+                            num_layers=2, max_len=128)
+    model = FusedGPT(shape)
+    for table in (model.wte, model.wpe):
+        nn.init.normal_(table.weight, std=0.02)
+    return _train_for_13_4(model, 800, seed=1)
+
+
+def package_gpt_with_rotary_positions() -> nn.Module:
+    """The package's DecoderOnlyLM with rotary positions, which form position-relative heads sooner: 400 steps."""
+    from transformer_course.checks import shakespeare_model
+    from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
+
+    torch.manual_seed(2)
+    model = DecoderOnlyLM(DecoderOnlyConfig(len(shakespeare_model.vocabulary()), d_model=64, num_heads=4, d_ff=256,
+                                            num_layers=2, max_len=128, dropout=0.0, positional="rotary"))
+    return _train_for_13_4(model, 400, seed=2)
+
+
+READS_NO_FURTHER = "the predictions depend only on the last few characters"
 WRONG_OWN = {
     "nothing handed in": (None, "not implemented yet"),
     "untrained": (Deferred(untrained_gpt, slow=False), "the held-out loss is too high"),
     "last position only": (Deferred(LastPositionOnly, slow=False), "must return logits of shape"),
     "the course checkpoint": (Deferred(course_checkpoint, slow=False), "the course's pretrained checkpoint"),
     "asks the checkpoint": (Deferred(AsksTheCheckpoint, slow=False), "the course's pretrained checkpoint"),
+    # Count models predict better than a GPT trained for a minute, and earn nothing: they read no context.
+    "bigram counts": (Deferred(lambda: NGram(2), slow=False), READS_NO_FURTHER),
+    "trigram counts": (Deferred(lambda: NGram(3), slow=False), READS_NO_FURTHER),
+    "4-gram counts": (Deferred(lambda: NGram(4), slow=False), READS_NO_FURTHER),
 }
-RIGHT_OWN = {"trigram counts": Deferred(lambda: NGram(3), slow=False),
-             "4-gram counts": Deferred(lambda: NGram(4), slow=False)}
+RIGHT_OWN = {"nanoGPT's layout, learned positions": Deferred(nanogpt_layout),
+             "the package's GPT, rotary positions": Deferred(package_gpt_with_rotary_positions)}
 MISTAKES["13.4"] = {"nothing handed in": None, "untrained": "too-high-loss", "last position only": None,
-                    "the course checkpoint": "uses-course-checkpoint", "asks the checkpoint": "uses-course-checkpoint"}
+                    "the course checkpoint": "uses-course-checkpoint", "asks the checkpoint": "uses-course-checkpoint",
+                    "bigram counts": "ignores-far-context", "trigram counts": "ignores-far-context",
+                    "4-gram counts": "ignores-far-context"}
 EXERCISES["13.4"] = (WRONG_OWN, RIGHT_OWN)

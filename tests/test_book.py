@@ -191,6 +191,32 @@ def bibliography_labels(html: str) -> dict[str, str]:
     return {e["id"]: e.select_one("span.label").get_text().strip("[]") for e in entries}
 
 
+BOOK_COLUMN_PX = 784  # the width of the book's text column at a 1400 px window: a wider figure is shown shrunk
+
+
+def test_the_architecture_map_is_readable_at_the_books_width():
+    """Every label of the course map is at least 12 px high where the book shows it, and no two labels overlap."""
+    import io
+    import itertools
+
+    from PIL import Image
+
+    from transformer_course import viz
+
+    fig = viz.architecture_map()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, bbox_inches="tight")  # what the notebook's inline backend stores
+    shown = min(1.0, BOOK_COLUMN_PX / Image.open(png).size[0])
+    texts = [t for ax in fig.axes for t in [*ax.texts, ax.title] if t.get_text()]
+    small = [(t.get_text(), round(t.get_fontsize() * 100 / 72 * shown, 1)) for t in texts
+             if t.get_fontsize() * 100 / 72 * shown < 12]
+    assert not small, f"labels under 12 px in the book: {small}"
+    renderer = fig.canvas.get_renderer()
+    extents = [(t.get_text(), (t.get_bbox_patch() or t).get_window_extent(renderer)) for t in texts]
+    overlapping = [(a, b) for (a, ea), (b, eb) in itertools.combinations(extents, 2) if ea.overlaps(eb)]
+    assert not overlapping, overlapping
+
+
 def _link(html: str, css_class: str) -> str | None:
     found = re.findall(rf'<a class="{css_class}"\s+href="([^"#]+)', html)
     return found[0] if found else None

@@ -1,10 +1,19 @@
 """Generating learner notebooks from solutions: stubs, metadata, read-only cells, marker errors."""
 
+import re
+import textwrap
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from transformer_course.authoring import RUN_ALL_HOWTO, MarkerError, make_exercise_notebook, stub_source
+from transformer_course.authoring import (
+    HOW_TO_WORK,
+    RUN_ALL_HOWTO,
+    MarkerError,
+    make_exercise_notebook,
+    stub_source,
+)
 
 ANSWER = '''def next_token_pairs(tokens):
     """Docstring stays."""
@@ -20,9 +29,14 @@ def solution_notebook(*cells):
     return nb
 
 
-def lesson01(answer=ANSWER, extra=()):
+TITLE = "# Solutions 1: tensor shapes\n\nThese exercises practise lesson 1."
+HOW_TO = "**How to read.** This page is exercises 1, solved.\n\nThe checks try float64.\n\nWorth 5 points."
+
+
+def lesson01(answer=ANSWER, extra=(), title=TITLE, how_to=HOW_TO):
     """A minimal valid solution notebook for lesson 01 (three registered exercises)."""
-    cells = [new_markdown_cell("# Exercises"), new_code_cell("from transformer_course.checks import check")]
+    cells = [new_markdown_cell(title, id="title"), new_markdown_cell(how_to, id="how-to"),
+             new_code_cell("from transformer_course.checks import check")]
     cells += [new_code_cell(answer, outputs=[], execution_count=3), new_code_cell('check("01.2", next_token_pairs)')]
     cells += [new_code_cell('check("01.1", token_logits)'), new_code_cell('check("01.3", lm_parameter_count)')]
     return solution_notebook(*cells, *extra)
@@ -65,7 +79,7 @@ def test_malformed_markers_name_notebook_cell_and_line(source, message):
 def test_generated_notebook_has_stubs_metadata_and_locks():
     solution = lesson01()
     nb = make_exercise_notebook(solution, "solutions/01_tensor_shapes.ipynb")
-    answer, check_cell = nb.cells[2], nb.cells[3]
+    answer, check_cell = nb.cells[3], nb.cells[4]
     assert "raise NotImplementedError" in answer.source and "tokens[..., 1:]" not in answer.source
     assert answer.outputs == [] and answer.execution_count is None
     assert answer.metadata["transformer_course"] == {"role": "answer", "exercise": "01.2"}
@@ -81,19 +95,19 @@ def test_generated_notebook_has_stubs_metadata_and_locks():
     assert ids == [c.id for c in solution.cells] + ["progress-title", "progress"]  # ids survive: grading maps by id
     assert "widgets" not in nb.metadata
     assert nb.metadata["transformer_course"]["generated_from"] == "solutions/01_tensor_shapes.ipynb"
-    assert "tokens[..., 1:]" in solution.cells[2].source  # the source notebook is not modified
+    assert "tokens[..., 1:]" in solution.cells[3].source  # the source notebook is not modified
 
 
 @pytest.mark.parametrize(
     "notebook, cell, message",
     [
-        (lambda: lesson01(extra=[new_markdown_cell("# BEGIN SOLUTION")]), 6, "only allowed in code cells"),
-        (lambda: lesson01(extra=[new_code_cell('check("01.9", f)')]), 6, "names no registered exercise"),
-        (lambda: lesson01(extra=[new_code_cell('check("02.1", f)')]), 6, "does not belong to lesson 01"),
-        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)')]), 6, "checked twice"),
-        (lambda: lesson01(extra=[new_code_cell(ANSWER)]), 6, "must come before the check cell"),
-        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)\ncheck("01.2", g)')]), 6, "one check per cell"),
-        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)  # BEGIN SOLUTION')]), 6, "must not contain"),
+        (lambda: lesson01(extra=[new_markdown_cell("# BEGIN SOLUTION")]), 7, "only allowed in code cells"),
+        (lambda: lesson01(extra=[new_code_cell('check("01.9", f)')]), 7, "names no registered exercise"),
+        (lambda: lesson01(extra=[new_code_cell('check("02.1", f)')]), 7, "does not belong to lesson 01"),
+        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)')]), 7, "checked twice"),
+        (lambda: lesson01(extra=[new_code_cell(ANSWER)]), 7, "must come before the check cell"),
+        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)\ncheck("01.2", g)')]), 7, "one check per cell"),
+        (lambda: lesson01(extra=[new_code_cell('check("01.1", f)  # BEGIN SOLUTION')]), 7, "must not contain"),
         (lambda: solution_notebook(new_code_cell('check("01.1", f)')), None, "without a check cell: 01.2, 01.3"),
     ],
 )
@@ -137,11 +151,40 @@ def test_the_notebook_ends_with_a_read_only_progress_cell():
 
 def test_hidden_inputs_are_collapsed_in_lab_and_the_how_to_mentions_run_all():
     install = new_code_cell("import sys", id="install", metadata={"tags": ["hide-input"]})
-    how_to = new_markdown_cell("**How to work.** Run the cells.", id="how-to")
-    nb = make_exercise_notebook(lesson01(extra=[how_to, install]), "solutions/01_tensor_shapes.ipynb")
+    nb = make_exercise_notebook(lesson01(extra=[install]), "solutions/01_tensor_shapes.ipynb")
     cells = {c.id: c for c in nb.cells}
     assert cells["install"].metadata["jupyter"] == {"source_hidden": True}
     assert cells["install"].metadata["tags"] == ["hide-input"]  # the book still hides it
     assert "jupyter" not in cells["progress"].metadata
-    assert cells["how-to"].source.startswith("**How to work.** Run the cells.\n\nIn JupyterLab, **Run All**")
     assert " ".join(cells["how-to"].source.split()).endswith(" ".join(RUN_ALL_HOWTO.split()))
+
+
+def test_the_solution_says_it_is_one_and_the_exercise_gets_its_own_title_and_how_to():
+    """One source: the exercise notebook's title and instructions are made from the solution's."""
+    solution = lesson01()
+    cells = {c.id: c for c in make_exercise_notebook(solution, "solutions/01_tensor_shapes.ipynb").cells}
+    assert cells["title"].source == "# Exercises 1: tensor shapes\n\nThese exercises practise lesson 1."
+    assert cells["how-to"].source == "\n\n".join(
+        [HOW_TO_WORK, "The checks try float64.", "Worth 5 points.", textwrap.fill(RUN_ALL_HOWTO, 110)])
+    assert solution.cells[0].source == TITLE and solution.cells[1].source == HOW_TO  # the solution is not modified
+
+
+@pytest.mark.parametrize(
+    "notebook, message",
+    [
+        (lambda: lesson01(title="# Exercises 1: tensor shapes"),
+         "the title cell must start with '# Solutions 1: ', found '# Exercises 1: tensor shapes'"),
+        (lambda: lesson01(title="# Solutions 2: attention"),
+         "the title cell must start with '# Solutions 1: ', found '# Solutions 2: attention'"),
+        (lambda: lesson01(how_to="**How to work.** Run the cells."),
+         "the how-to cell must start with '**How to read.**', found '**How to work.** Run the cells.'"),
+        (lambda: solution_notebook(*[new_code_cell("x = 1", id="how-to") if c.id == "how-to" else c
+                                     for c in lesson01().cells]),
+         "the cell with id 'how-to' must be markdown, got a code cell"),
+        (lambda: solution_notebook(*[c for c in lesson01().cells if c.id != "title"]),
+         "a solution notebook needs a markdown cell with id 'title', found none"),
+    ],
+)
+def test_a_solution_without_its_title_or_how_to_for_readers_is_refused(notebook, message):
+    with pytest.raises(MarkerError, match=f"^solutions/01_t.ipynb: {re.escape(message)}"):
+        make_exercise_notebook(notebook(), "solutions/01_t.ipynb")

@@ -96,9 +96,162 @@ def chromium_or_skip():
 
 
 def toc_pages():
-    """The book's pages in reading order: the root, then every chapter of every part."""
+    """The book's pages in reading order: the root, then every chapter of every part, each followed by its sections."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [toc["root"]] + [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
+    return [toc["root"]] + [page for part in toc["parts"] for chapter in part["chapters"]
+                            for page in [chapter["file"], *(s["file"] for s in chapter.get("sections", []))]]
+
+
+def readers_path() -> list[str]:
+    """The pages of the notebooks in the order a learner takes them: lesson N, exercises N, solutions N, lesson N+1."""
+    return [f"{folder}/{lesson.stem}" for lesson in sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+            for folder in ("lessons", "exercises", "solutions")]
+
+
+# What a reader must never see in a page's prose: a Markdown table row that did not become a table (a blank line in
+# the table breaks it), and a backslash-escape or TeX command printed as text ("\_", "\texttt{pad\_id}").
+RAW_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
+LITERAL_ESCAPE = re.compile(r"\\[A-Za-z_{}#*`|]")
+
+
+# MathJax typesets the argument of \text{...} and its kin as plain text (the book loads no textmacros), so a backslash
+# in it shows: \texttt{pad\_id} reads "pad\_id" on the page, where \mathtt{pad\_id} reads "pad_id".
+TEXT_MODE = re.compile(r"\\(?:text|texttt|textrm|textit|textbf|textsf|mbox)\s*\{")
+
+
+def text_mode_backslashes(tex: str) -> list[str]:
+    """The ``\\text{...}``-like groups of ``tex`` with a backslash inside, which MathJax would print."""
+    found = []
+    for match in TEXT_MODE.finditer(tex):
+        depth, end = 1, match.end()
+        while end < len(tex) and depth:
+            depth += {"{": 1, "}": -1}.get(tex[end], 0)
+            end += 1
+        if "\\" in tex[match.end():end - 1]:
+            found.append(tex[match.start():end])
+    return found
+
+
+def prose_text(html: str) -> str:
+    """The text of a page's article that is prose: code, cell outputs and typeset math left out."""
+    from bs4 import BeautifulSoup
+
+    article = BeautifulSoup(html, "html.parser").find("article") or BeautifulSoup("", "html.parser")
+    for element in article.select("pre, code, script, style, .math, .cell_output, .highlight"):
+        element.decompose()
+    return article.get_text("\n")
+
+
+def prose_problems(html: str) -> list[str]:
+    from bs4 import BeautifulSoup
+
+    maths = [m.get_text() for m in BeautifulSoup(html, "html.parser").select("article .math")]
+    text = prose_text(html)
+    rows = [f"raw table row {m.group().strip()[:60]!r}" for m in RAW_TABLE_ROW.finditer(text)]
+    escapes = [f"literal {m.group()!r} in {text[max(m.start() - 25, 0):m.end() + 25]!r}"
+               for m in LITERAL_ESCAPE.finditer(text)]
+    typeset = [f"literal backslash in math {group!r}" for tex in maths for group in text_mode_backslashes(tex)]
+    return rows + escapes + typeset
+
+
+def test_the_prose_checks_catch_raw_table_rows_and_literal_escapes():
+    """A page with the two defects in its text is caught; the same characters in code, outputs and math are not."""
+    page = ("<article><p>The rows:</p><p>| class forgery | caught |<br>| --cases-seed | kept |</p>"
+            "<p>pad id: \\texttt{pad\\_id}, and snake\\_case.</p>"
+            "<pre>| a | b |</pre><p><code>\\_x</code> <span class='math'>\\(\\mathtt{pad\\_id}\\)</span></p>"
+            "<div class='cell_output'><p>| 1 | 2 |</p></div>"
+            "<div class='math'>\\[ \\texttt{pad\\_id} + \\mathtt{pad\\_id} + \\text{a {b \\_} c} \\]</div></article>")
+    found = prose_problems(page)
+    assert [f for f in found if f.startswith("raw table row")] == [
+        "raw table row '| class forgery | caught |'", "raw table row '| --cases-seed | kept |'"]
+    assert [f.split(" in ")[0] for f in found if f.startswith("literal '")] == [
+        "literal '\\\\t'", "literal '\\\\_'", "literal '\\\\_'"]
+    assert [f for f in found if "in math" in f] == [
+        "literal backslash in math '\\\\texttt{pad\\\\_id}'", "literal backslash in math '\\\\text{a {b \\\\_} c}'"]
+    assert prose_problems(page.replace("|", "").replace("\\", "")) == []
+
+
+def citation_problems(html: str, labels: dict[str, str]) -> list[str]:
+    """Citations whose text is not the label under which the bibliography (``labels``: entry id -> label) lists
+    the work: the text and the bibliography must name a work the same way."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for link in BeautifulSoup(html, "html.parser").select('article a[href*="bibliography.html#"]'):
+        target = link["href"].split("#")[1]
+        if link.get_text() != labels.get(target):
+            problems.append(f"cites {link.get_text()!r}, which the bibliography labels {labels.get(target)!r}")
+    return problems
+
+
+def bibliography_labels(html: str) -> dict[str, str]:
+    from bs4 import BeautifulSoup
+
+    entries = BeautifulSoup(html, "html.parser").select("div.citation")
+    return {e["id"]: e.select_one("span.label").get_text().strip("[]") for e in entries}
+
+
+BOOK_COLUMN_PX = 784  # the width of the book's text column at a 1400 px window: a wider figure is shown shrunk
+
+
+def test_the_architecture_map_is_readable_at_the_books_width():
+    """Every label of the course map is at least 12 px high where the book shows it, and no two labels overlap."""
+    import io
+    import itertools
+
+    from PIL import Image
+
+    from transformer_course import viz
+
+    fig = viz.architecture_map()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, bbox_inches="tight")  # what the notebook's inline backend stores
+    shown = min(1.0, BOOK_COLUMN_PX / Image.open(png).size[0])
+    texts = [t for ax in fig.axes for t in [*ax.texts, ax.title] if t.get_text()]
+    small = [(t.get_text(), round(t.get_fontsize() * 100 / 72 * shown, 1)) for t in texts
+             if t.get_fontsize() * 100 / 72 * shown < 12]
+    assert not small, f"labels under 12 px in the book: {small}"
+    renderer = fig.canvas.get_renderer()
+    extents = [(t.get_text(), (t.get_bbox_patch() or t).get_window_extent(renderer)) for t in texts]
+    overlapping = [(a, b) for (a, ea), (b, eb) in itertools.combinations(extents, 2) if ea.overlaps(eb)]
+    assert not overlapping, overlapping
+
+
+def _link(html: str, css_class: str) -> str | None:
+    found = re.findall(rf'<a class="{css_class}"\s+href="([^"#]+)', html)
+    return found[0] if found else None
+
+
+def test_pages_say_what_they_are_and_follow_the_readers_path(built_book):
+    """Solution pages are titled "Solutions N", exercise pages "Exercises N"; the previous/next links of every page
+    follow the table of contents, which takes each lesson's notebooks in the reader's order; no page's prose shows a
+    raw table row or a literal backslash-escape; every citation reads as the work's label in the bibliography."""
+    pages = toc_pages()
+    labels = bibliography_labels((built_book / "book" / "bibliography.html").read_text())
+    assert "VSP+17" in labels.values(), labels
+    path = readers_path()
+    assert pages[pages.index(path[0]):pages.index(path[0]) + len(path)] == path, "the toc is not in the reader's order"
+    problems = []
+    for i, name in enumerate(pages):
+        html = (built_book / f"{name}.html").read_text()
+        folder = (built_book / name).parent
+        for css_class, expected in (("left-prev", pages[i - 1] if i else None),
+                                    ("right-next", pages[i + 1] if i + 1 < len(pages) else None)):
+            href = _link(html, css_class)
+            got = None if href is None else (folder / href).resolve().relative_to(built_book.resolve()).as_posix()
+            if got != (None if expected is None else f"{expected}.html"):
+                problems.append(f"{name}: {css_class} goes to {got}, expected {expected}")
+        heading = re.search(r"<h1>(.*?)(<a|</h1>)", html, re.S)[1].strip()
+        kind = name.split("/")[0]
+        if kind in ("exercises", "solutions"):
+            want = f"{kind.capitalize()} {int(Path(name).name[:2])}: "
+            if not heading.startswith(want):
+                problems.append(f"{name}: heading {heading!r}, expected it to start with {want!r}")
+            title = re.search(r"<title>(.*?)</title>", html, re.S)[1]
+            if not title.startswith(want):
+                problems.append(f"{name}: title {title!r}, expected it to start with {want!r}")
+        problems += [f"{name}: {problem}" for problem in prose_problems(html) + citation_problems(html, labels)]
+    assert not problems, "\n".join(problems)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

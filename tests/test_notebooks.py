@@ -118,10 +118,14 @@ def test_exercises_link_back_to_their_lesson(path):
     assert f"](../lessons/{path.name})" in text, "the exercise notebook links to its lesson"
 
 
-def test_table_of_contents_lists_every_notebook():
+def test_table_of_contents_lists_every_notebook_in_the_readers_order():
+    """Each lesson is a chapter whose sections are its exercises and their solutions, so the book's previous and
+    next links go lesson N, exercises N, solutions N, lesson N + 1."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
-    assert parts["Lessons"] == [f"lessons/{p.stem}" for p in LESSONS]
-    assert parts["Exercises"] == [f"exercises/{p.stem}" for p in EXERCISES]
-    assert parts["Solutions"] == [f"solutions/{p.stem}" for p in SOLUTIONS]
+    parts = {p["caption"]: p["chapters"] for p in toc["parts"]}
+    chapters = parts["Lessons, exercises and solutions"]
+    assert [c["file"] for c in chapters] == [f"lessons/{p.stem}" for p in LESSONS]
+    assert [[s["file"] for s in c["sections"]] for c in chapters] == [
+        [f"exercises/{p.stem}", f"solutions/{p.stem}"] for p in LESSONS]
+    assert [p.stem for p in EXERCISES] == [p.stem for p in SOLUTIONS] == [p.stem for p in LESSONS]
     assert "Instructor guide" in parts

@@ -17,6 +17,12 @@ cells read-only in Jupyter. For JupyterLab it also tags the answer and check cel
 cells the book hides (``hide-input``), and ends the notebook with a progress cell that lists every
 exercise's status and points (:mod:`transformer_course.checks.progress`). What it writes in cell metadata is
 defined in :mod:`transformer_course.cell_metadata`.
+
+A solution notebook is a page of the book too, so it says what it is: its first cell (id ``title``) is headed
+``# Solutions N: topic`` and its ``how-to`` cell opens with a paragraph ``**How to read.** ...`` for a reader of
+solutions. The exercise notebook gets the heading ``# Exercises N: topic`` and, in place of that paragraph, the
+instructions of :data:`HOW_TO_WORK` and :data:`RUN_ALL_HOWTO`; the how-to cell's other paragraphs (what the
+checks try, the rules, the points) are the same in both.
 """
 
 from __future__ import annotations
@@ -40,6 +46,20 @@ from transformer_course.cell_metadata import (
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>\d{2}\.\d+)["']""", re.MULTILINE)
+TITLE_ID, HOWTO_ID = "title", "how-to"
+HOW_TO_READ = "**How to read.**"
+HOW_TO_WORK = """\
+**How to work.** Run the two cells below first: the install cell, which installs the course package where it is
+missing (in Colab, for instance) and does nothing elsewhere, then the setup cell. Then, for each exercise:
+
+1. Read the task: it names what to write, its arguments and what it returns.
+2. In the answer cell, replace the line `raise NotImplementedError(...)` with your code, and run the cell.
+3. Run the check cell under it (it is read-only). It runs your code on several inputs and compares the results with a
+   reference. When an input gives a wrong result, it tells you which input failed, what it expected and what it got,
+   and, where it recognises it, which mistake you made. When every input matches, it prints "public checks passed".
+
+Re-run the answer cell after each change, or the check tests your previous version. You may add cells of your own
+to try things out."""
 RUN_ALL_HOWTO = (
     "In JupyterLab, **Run All** (menu *Run > Run All Cells*) runs every cell and goes on past a check that fails, "
     "so each check shows its verdict. The last cell of the notebook then lists every exercise with its status "
@@ -129,14 +149,19 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
     if missing:
         raise MarkerError(path, None, f"registered exercise(s) without a check cell: {', '.join(missing)}")
 
+    for cell_id in (TITLE_ID, HOWTO_ID):
+        _cell(nb, cell_id, path)
+
     # Pass 2: stub the answers, lock everything else, label the exercise cells.
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         cell.metadata.pop("execution", None)
         collapse_in_lab(cell)
-        if cell.cell_type == "markdown" and cell.get("id") == "how-to":
-            cell.source = cell.source.rstrip() + "\n\n" + textwrap.fill(RUN_ALL_HOWTO, 110)
+        if cell.get("id") == TITLE_ID:
+            cell.source = exercise_title(cell, lesson, path)
+        elif cell.get("id") == HOWTO_ID:
+            cell.source = exercise_how_to(cell, path)
         if i in checks:
             ex = REGISTRY[checks[i]]
             cell.metadata[METADATA_KEY] = {"role": "check", "exercise": ex.id, "title": ex.title, "points": ex.points}
@@ -158,6 +183,35 @@ def make_exercise_notebook(solution: nbformat.NotebookNode, path: str | Path) ->
         raise MarkerError(path, None, f"cell id {taken[0]!r} is reserved for the generated progress cell")
     nb.cells.extend(progress_cells(lesson))
     return nb
+
+
+def _cell(nb: nbformat.NotebookNode, cell_id: str, path: Path) -> nbformat.NotebookNode:
+    cells = [c for c in nb.cells if c.get("id") == cell_id]
+    if not cells:
+        raise MarkerError(path, None, f"a solution notebook needs a markdown cell with id {cell_id!r}, found none")
+    if cells[0].cell_type != "markdown":
+        raise MarkerError(path, None, f"the cell with id {cell_id!r} must be markdown, got a {cells[0].cell_type} cell")
+    return cells[0]
+
+
+def exercise_title(cell: nbformat.NotebookNode, lesson: str, path: str | Path) -> str:
+    """The exercise notebook's title cell: the solution's, headed ``# Exercises N:`` instead of ``# Solutions N:``."""
+    heading = f"# Solutions {int(lesson)}: "
+    if not cell.source.startswith(heading):
+        first = cell.source.partition("\n")[0]
+        raise MarkerError(path, None, f"the title cell must start with {heading!r}, found {first!r}")
+    return f"# Exercises {int(lesson)}: " + cell.source.removeprefix(heading)
+
+
+def exercise_how_to(cell: nbformat.NotebookNode, path: str | Path) -> str:
+    """The exercise notebook's how-to cell: the solution's first paragraph (``**How to read.** ...``, for a reader
+    of solutions) replaced by :data:`HOW_TO_WORK`, its other paragraphs kept, :data:`RUN_ALL_HOWTO` appended."""
+    if not cell.source.startswith(HOW_TO_READ):
+        first = cell.source.partition("\n")[0]
+        raise MarkerError(path, None, f"the how-to cell must start with {HOW_TO_READ!r}, found {first!r}")
+    _, _, shared = cell.source.partition("\n\n")
+    parts = [HOW_TO_WORK, shared.strip(), textwrap.fill(RUN_ALL_HOWTO, 110)]
+    return "\n\n".join(part for part in parts if part)
 
 
 def progress_cells(lesson: str) -> list[nbformat.NotebookNode]:

@@ -261,27 +261,41 @@ _MAP_FILL = {"embed": "#eeeeee", "self": "#f4a582", "cross": "#b2abd2", "ffn": "
              "use": "#ffffff"}
 
 
+# The map is read in the book's text column, 784 px wide: drawn 7.8 inches wide, its PNG (100 dpi) is shown at
+# its own size, so a label of F points is F * 100 / 72 px high; 9 points gives 12.5 px.
+_MAP_WIDTH_IN, _MAP_FONT = 7.8, 9.0
+
+
 def architecture_map(*, num_layers: int | None = None, lessons: bool = True,
-                     figsize: tuple[float, float] = (10, 5.6)) -> Figure:
-    """The whole transformer as a map of the course: the encoder-decoder (left) and the decoder-only stack
-    (right), bottom to top, every part labelled with the lessons that build it: embedding and positions 1 and 6,
-    attention 2, masks 3, heads 4, cross-attention 5, residual + LayerNorm + feed-forward 7, stacking and the
-    output head 8, training 9, generation 10.
+                     figsize: tuple[float, float] | None = None) -> Figure:
+    """The whole transformer as a map of the course: the encoder-decoder (top) and the decoder-only stack
+    (bottom), each bottom to top, every part labelled with the lessons that build it: embedding and positions 1
+    and 6, attention 2, masks 3, heads 4, cross-attention 5, residual + LayerNorm + feed-forward 7, stacking and
+    the output head 8, training 9, generation 10.
 
     ``num_layers`` is the number of stacked blocks written beside each frame (the symbol L when ``None``);
-    ``lessons=False`` draws the parts without their lessons. Returns the new figure.
+    ``lessons=False`` draws the parts without their lessons. ``figsize`` defaults to the size whose labels are
+    readable in the book's text column. Returns the new figure.
     """
     if num_layers is not None:
         num_layers = _validate.integer("num_layers", num_layers, minimum=1)
     if not isinstance(lessons, bool):
         raise TypeError(f"lessons must be True or False, got {_validate.describe(lessons)}")
     L = "L" if num_layers is None else str(num_layers)
-    fig, (left, right) = plt.subplots(1, 2, figsize=figsize, width_ratios=[2.1, 1], layout="constrained")
     half = 0.3 if lessons else 0.18  # half the height of a box: two lines of text with the lessons, one without
+    font = _MAP_FONT
+    embed_y, pitch = 0.85, 1.08  # the embedding's height; from one part of a block to the next
+
+    def layout(n_parts):
+        # Heights of a column of n_parts in a frame: the parts, the frame, the head and the box above the head.
+        ys = [embed_y + 2 * half + 0.65 + pitch * i for i in range(n_parts)]
+        bottom, top = ys[0] - half - 0.3, ys[-1] + half + 0.3
+        head_y = top + 0.42 + half
+        return ys, bottom, top, head_y, head_y + 0.55 + 2 * half
 
     def box(ax, x, y, text, where, fill):
         label = f"{text}\n{where}" if lessons else text
-        ax.text(x, y, label, ha="center", va="center", fontsize=7.5, linespacing=1.4,
+        ax.text(x, y, label, ha="center", va="center", fontsize=font, linespacing=1.35,
                 bbox=dict(boxstyle="round,pad=0.3", fc=_MAP_FILL[fill], ec="black"))
 
     def arrow(ax, x0, y0, x1, y1, **style):
@@ -289,18 +303,17 @@ def architecture_map(*, num_layers: int | None = None, lessons: bool = True,
 
     def column(ax, x, ids, parts, width, side):
         # ids -> embedding -> a frame of parts (bottom to top); returns the parts' heights and the frame's top.
-        ax.text(x, 0, ids, ha="center", va="center", fontsize=8.5)
-        box(ax, x, 1.1, "token embedding + positions", "lessons 1, 6", "embed")
-        arrow(ax, x, 0.2, x, 1.1 - half - 0.08)
-        ys = [2.55 + 1.25 * i for i in range(len(parts))]
-        bottom, top = ys[0] - half - 0.3, ys[-1] + half + 0.3
+        ax.text(x, 0, ids, ha="center", va="center", fontsize=font)
+        box(ax, x, embed_y, "token embedding + positions", "lessons 1, 6", "embed")
+        arrow(ax, x, 0.2, x, embed_y - half - 0.08)
+        ys, bottom, top, _, _ = layout(len(parts))
         ax.add_patch(FancyBboxPatch((x - width / 2, bottom), width, top - bottom, boxstyle="round,pad=0.05",
                                     fc="#f7f7f7", ec="#555555", ls="--", zorder=0))
         stacked = f"x {L} blocks" + ("\nlesson 8" if lessons else "")
-        edge = x - width / 2 - 0.15 if side == "left" else x + width / 2 + 0.15
+        edge = x - width / 2 - 0.12 if side == "left" else x + width / 2 + 0.12
         ax.text(edge, (bottom + top) / 2, stacked, ha="right" if side == "left" else "left", va="center",
-                fontsize=8.5, fontweight="bold", linespacing=1.4)
-        arrow(ax, x, 1.1 + half + 0.08, x, ys[0] - half - 0.08)
+                fontsize=font, fontweight="bold", linespacing=1.35)
+        arrow(ax, x, embed_y + half + 0.08, x, ys[0] - half - 0.08)
         for i, (y, (text, where, fill)) in enumerate(zip(ys, parts, strict=True)):
             box(ax, x, y, text, where, fill)
             if i + 1 < len(parts):
@@ -315,36 +328,50 @@ def architecture_map(*, num_layers: int | None = None, lessons: bool = True,
     attention, masked = "lessons 2 (attention), 4 (heads)", "lessons 2, 3 (mask), 4 (heads)"
     ffn = ("residual + LayerNorm, feed-forward", "lesson 7", "ffn")
     head = ("linear head -> logits (B, n, |V|)", "lessons 1, 8", "head")
+    width = 3.9  # of a frame, in data units: the widest label with its box
 
+    # The two panels share one scale (data units per inch), so their boxes and labels are the same size.
     # Encoder-decoder: the encoder on the left, the decoder on the right, the memory between them.
-    _, enc_top = column(left, 0, "source ids (B, n_enc)",
-                        [("multi-head self-attention", attention, "self"), ffn], 3.5, "left")
-    dec_ys, dec_top = column(left, 5.0, "target ids, shifted right (B, n_dec)",
+    xlim = (-3.4, 8.7)
+    dec_x = 5.3
+    ylims = [(-0.35, layout(n_parts)[-1] + half + 0.2) for n_parts in (3, 2)]  # up to the box over the head
+    heights = [hi - lo + 0.7 for lo, hi in ylims]  # + the panel's title
+    if figsize is None:
+        figsize = (_MAP_WIDTH_IN, _MAP_WIDTH_IN / (xlim[1] - xlim[0]) * sum(heights))
+    fig, (top_ax, bottom_ax) = plt.subplots(2, 1, figsize=figsize, height_ratios=heights, layout="constrained")
+
+    _, enc_top = column(top_ax, 0, "source ids (B, n_enc)",
+                        [("multi-head self-attention", attention, "self"), ffn], width, "left")
+    dec_ys, dec_top = column(top_ax, dec_x, "target ids, shifted right (B, n_dec)",
                              [("masked multi-head self-attention", masked, "self"),
                               ("cross-attention to the memory", "lesson 5", "cross"), ffn],
-                             3.5, "right")
+                             width, "right")
     memory_y = enc_top + 0.45
-    left.plot([0, 0, 2.5, 2.5], [enc_top, memory_y, memory_y, dec_ys[1]], color="#555555")
-    arrow(left, 2.5, dec_ys[1], 3.55, dec_ys[1], color="#555555")
-    left.text(0.1, memory_y + 0.06, "memory (B, n_enc, d)", ha="left", va="bottom", fontsize=8, color="#555555")
-    y = on_top(left, 5.0, dec_top, dec_top + 0.45 + half, *head)
-    top = on_top(left, 5.0, y + half + 0.08, y + 1.0 + 2 * half, "training: predict the next target token",
-                 "lesson 9", "use")
-    left.set(xlim=(-2.5, 8.2), ylim=(-0.35, top + half + 0.3))
-    left.set_title("encoder-decoder (the 2017 transformer), e.g. translation", fontsize=10)
+    bend = (width / 2 + dec_x - width / 2) / 2  # halfway between the two frames
+    top_ax.plot([0, 0, bend, bend], [enc_top, memory_y, memory_y, dec_ys[1]], color="#555555")
+    arrow(top_ax, bend, dec_ys[1], dec_x - width / 2 + 0.05, dec_ys[1], color="#555555")
+    top_ax.text(0.1, memory_y + 0.06, "memory (B, n_enc, d)", ha="left", va="bottom", fontsize=font,
+                color="#555555")
+    _, _, _, head_y, use_y = layout(3)
+    on_top(top_ax, dec_x, dec_top, head_y, *head)
+    on_top(top_ax, dec_x, head_y + half + 0.08, use_y, "training: predict the next target token", "lesson 9", "use")
+    top_ax.set(xlim=xlim, ylim=ylims[0])
+    top_ax.set_title("encoder-decoder (the 2017 transformer), e.g. translation", fontsize=font + 1.5)
 
     # Decoder-only: one stack; generation feeds every new token back in at the bottom.
-    _, lm_top = column(right, 0, "token ids (B, n)", [("masked multi-head self-attention", masked, "self"), ffn],
-                       3.5, "left")
-    y = on_top(right, 0, lm_top, lm_top + 0.45 + half, *head)
-    gen_y = on_top(right, 0, y + half + 0.08, y + 1.0 + 2 * half, "generation: sample a token, append it",
+    lm_x = 2.6
+    _, lm_top = column(bottom_ax, lm_x, "token ids (B, n)",
+                       [("masked multi-head self-attention", masked, "self"), ffn], width, "left")
+    _, _, _, head_y, use_y = layout(2)
+    on_top(bottom_ax, lm_x, lm_top, head_y, *head)
+    gen_y = on_top(bottom_ax, lm_x, head_y + half + 0.08, use_y, "generation: sample a token, append it",
                    "lesson 10", "use")
-    loop_x = 2.05
-    right.plot([1.7, loop_x, loop_x], [gen_y, gen_y, 0], color="#555555", ls=":")
-    arrow(right, loop_x, 0, 0.75, 0, color="#555555", ls=":")
-    right.set(xlim=(-2.7, 2.3), ylim=(-0.35, top + half + 0.3))
-    right.set_title("decoder-only (GPT-style language models)", fontsize=10)
-    for ax in (left, right):
+    loop_x = lm_x + width / 2 + 0.5
+    bottom_ax.plot([lm_x + width / 2 + 0.05, loop_x, loop_x], [gen_y, gen_y, 0], color="#555555", ls=":")
+    arrow(bottom_ax, loop_x, 0, lm_x + 1.1, 0, color="#555555", ls=":")
+    bottom_ax.set(xlim=xlim, ylim=ylims[1])
+    bottom_ax.set_title("decoder-only (GPT-style language models)", fontsize=font + 1.5)
+    for ax in (top_ax, bottom_ax):
         ax.axis("off")
     return fig
 

@@ -440,22 +440,6 @@ def _train_for_13_4(model: nn.Module, steps: int, seed: int) -> nn.Module:
     return model.eval()
 
 
-def nanogpt_layout() -> nn.Module:
-    """nanoGPT's layout (FusedGPT: fused qkv, attention by hand, learned positions, tied head), d = 64, 2 layers, 800
-    steps: as long as the solution's training."""
-    from types import SimpleNamespace
-
-    from transformer_course.checks import shakespeare_model
-
-    torch.manual_seed(1)
-    shape = SimpleNamespace(vocab_size=len(shakespeare_model.vocabulary()), d_model=64, num_heads=4, d_ff=256,
-                            num_layers=2, max_len=128)
-    model = FusedGPT(shape)
-    for table in (model.wte, model.wpe):
-        nn.init.normal_(table.weight, std=0.02)
-    return _train_for_13_4(model, 800, seed=1)
-
-
 def package_gpt_with_rotary_positions() -> nn.Module:
     """The package's DecoderOnlyLM with rotary positions, which form position-relative heads sooner: 400 steps."""
     from transformer_course.checks import shakespeare_model
@@ -479,8 +463,10 @@ WRONG_OWN = {
     "trigram counts": (Deferred(lambda: NGram(3), slow=False), READS_NO_FURTHER),
     "4-gram counts": (Deferred(lambda: NGram(4), slow=False), READS_NO_FURTHER),
 }
-RIGHT_OWN = {"nanoGPT's layout, learned positions": Deferred(nanogpt_layout),
-             "the package's GPT, rotary positions": Deferred(package_gpt_with_rotary_positions)}
+# The other correct answer is the solution's recipe (its own GPT of 13.3, learned positions): nbval trains it
+# (solutions/13) and tests/test_grading_release.py grades it, so it is not trained a third time here.
+RIGHT_OWN = {"the package's GPT, rotary positions": Deferred(package_gpt_with_rotary_positions)}
+SOLUTION_COUNTS = {"13.4": "solutions/13_gpt_on_real_text.ipynb, ex4-answer"}
 MISTAKES["13.4"] = {"nothing handed in": None, "untrained": "too-high-loss", "last position only": None,
                     "the course checkpoint": "uses-course-checkpoint", "asks the checkpoint": "uses-course-checkpoint",
                     "bigram counts": "ignores-far-context", "trigram counts": "ignores-far-context",

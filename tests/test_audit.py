@@ -95,3 +95,10 @@ def test_notes_ignore_what_is_not_a_record():
             '{"category": "process", "detail": "sh"}\n{"category": "import", "detail": "num2words"}\n')
     assert audit.notes(text) == ["started other processes (sh)", "imported num2words"]
     assert audit.notes("") == []
+
+
+def test_the_hook_reads_the_records_folder_the_grader_names():
+    """audit.py imports nothing of the package, so it spells the kernel's environment variable itself."""
+    from transformer_course.grading import kernel
+
+    assert audit.RECORDS_ENV == kernel.RECORDS_ENV

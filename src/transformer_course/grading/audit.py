@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 
 FILE_NAME = "behaviour.jsonl"
+RECORDS_ENV = "TRANSFORMER_COURSE_GRADE_RECORDS"  # kernel.RECORDS_ENV (this module imports nothing of the package)
 MAX_RECORDS = 200  # kinds of behaviour kept per notebook; a note names a few of each
 
 # event -> the category of note it raises
@@ -78,7 +79,7 @@ def install(records: str | os.PathLike | None = None) -> None:
     by path without torch). Whatever the check cells import should be imported before: the audit cell imports
     the grader's ``check``, so that its import is not a learner's.
     """
-    records = Path(records or os.environ["TRANSFORMER_COURSE_GRADE_RECORDS"])
+    records = Path(records or os.environ[RECORDS_ENV])
     course = str(Path(__file__).resolve().parents[1]) + os.sep
     own_records = str(records.resolve()) + os.sep
     libraries = _library_roots()
@@ -163,10 +164,10 @@ def notes(text: str) -> list[str]:
             found[category].append(detail)
     out = []
     for category, details in found.items():
-        shown = [d for d in details if d][:3]
-        more = ", ..." if len([d for d in details if d]) > 3 else ""
+        named = [d for d in details if d]
+        shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
         if category == "import":
-            out.append(f"imported {', '.join(shown)}")
+            out.append(f"imported {shown}")
         else:
-            out.append(WHAT[category] + (f" ({', '.join(shown)}{more})" if shown else ""))
+            out.append(WHAT[category] + (f" ({shown})" if named else ""))
     return out

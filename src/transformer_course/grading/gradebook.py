@@ -119,5 +119,5 @@ def merge(gradebooks: Sequence[tuple[str, list[GradeRow]]]) -> tuple[list[GradeR
                 replaced[f"{unit[0]}: the rows from {name} replace those from {owner[unit]}"].append(unit[1])
             owner[unit] = name
             by_unit[unit] = unit_rows
-        notes += [f"{note} ({', '.join(sorted(books))})" for note, books in replaced.items()]
+        notes += [f"{note} ({', '.join(sorted(notebooks))})" for note, notebooks in replaced.items()]
     return sort_rows(r for rows in by_unit.values() for r in rows), notes

@@ -19,6 +19,20 @@ def text_table(header: list[str], body: list[list[str]], right: set[int]) -> lis
     return [line(header), line(["-" * w for w in widths])] + [line(b) for b in body]
 
 
+_RIGHT = ' class="num"'  # a right-aligned cell (the page style's td.num)
+
+
+def html_table(header: list[str], body: list[list[str]], right: set[int]) -> str:
+    """:func:`text_table`'s table as HTML: its cells escaped, the columns in ``right`` aligned right."""
+
+    def cells(tag: str, values: list[str]) -> str:
+        return "".join(f"<{tag}{_RIGHT if k in right else ''}>{html.escape(str(v))}</{tag}>"
+                       for k, v in enumerate(values))
+
+    return "\n".join(["<table>", f"<tr>{cells('th', header)}</tr>", *(f"<tr>{cells('td', b)}</tr>" for b in body),
+                      "</table>"])
+
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
 table { border-collapse: collapse; width: 100%; }

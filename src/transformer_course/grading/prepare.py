@@ -286,7 +286,7 @@ _MODULES = {"builtins", "ctypes", "importlib", "gc", "inspect"}
 # switches them off while the learner's model translates; code that uses them at all deserves a look (a model
 # trained on the held-out numbers, a translation looked up before the check).
 _NUMBER_WORDS = {"num2words", "number_words", "number_examples", "number_splits", "CONVERTER_CLASSES"}
-_WATCHED = _MACHINERY | _NUMBER_WORDS | _MODULES | {"num2words"}
+_WATCHED = _MACHINERY | _NUMBER_WORDS | _MODULES  # names whose spelling in pieces is noted too
 # CPython 3.11's ast.parse is not thread-safe ("SystemError: AST constructor recursion depth mismatch" when two of
 # the grader's threads parse at once, CPython issue 106905): one parse at a time.
 _PARSE = threading.Lock()
@@ -298,17 +298,17 @@ def _string_pieces(node) -> tuple[list[str], bool]:
     if isinstance(node, ast.Constant):
         return ([node.value], True) if isinstance(node.value, str) else ([], False)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        (left, a), (right, b) = _string_pieces(node.left), _string_pieces(node.right)
-        return left + right, a and b
-    if isinstance(node, ast.JoinedStr):
-        pieces = [_string_pieces(v) for v in node.values]
-        return [p for ps, _ in pieces for p in ps], all(c for _, c in pieces)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
-            and isinstance(node.func.value, ast.Constant) and node.func.value.value == ""
-            and len(node.args) == 1 and isinstance(node.args[0], ast.List | ast.Tuple)):
-        pieces = [_string_pieces(v) for v in node.args[0].elts]
-        return [p for ps, _ in pieces for p in ps], all(c for _, c in pieces)
-    return [], False
+        parts = [node.left, node.right]
+    elif isinstance(node, ast.JoinedStr):
+        parts = node.values
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+          and isinstance(node.func.value, ast.Constant) and node.func.value.value == ""
+          and len(node.args) == 1 and isinstance(node.args[0], ast.List | ast.Tuple)):
+        parts = node.args[0].elts
+    else:
+        return [], False
+    pieces = [_string_pieces(part) for part in parts]
+    return [p for ps, _ in pieces for p in ps], all(constant for _, constant in pieces)
 
 
 def _built_names(node) -> set[tuple[str, str]]:
@@ -316,16 +316,13 @@ def _built_names(node) -> set[tuple[str, str]]:
     joined constants (``"__glob" + "als__"``, ``"from num" + "2words import ..."``), or a piece of four or more
     characters of a name joined with something else (``"number_" + kind``)."""
     pieces, constant = _string_pieces(node)
-    if len(pieces) < 2 and not (pieces and not constant):
-        return set()  # a plain constant: the caller's own rules read it
-    found = set()
+    if not pieces or constant and len(pieces) == 1:
+        return set()  # no constant, or a plain one: the caller's own rules read it
     if constant:
         whole = "".join(pieces)
-        found |= {(name, name) for name in _WATCHED if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", whole)}
-    else:
-        found |= {(f"{piece}... (a name built from pieces)", name) for piece in pieces if len(piece) >= 4
-                  for name in _WATCHED if piece in name and piece != name}
-    return found
+        return {(name, name) for name in _WATCHED if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", whole)}
+    return {(f"{piece}... (a name built from pieces)", name) for piece in pieces if len(piece) >= 4
+            for name in _WATCHED if piece in name and piece != name}
 
 
 def review_notes(sources: list[str]) -> list[str]:
@@ -380,7 +377,7 @@ def review_notes(sources: list[str]) -> list[str]:
                 machinery.add(node.id)
             if isinstance(node, ast.BinOp | ast.JoinedStr | ast.Call):  # a name spelled in pieces
                 for shown, name in _built_names(node):
-                    (generator if name in _NUMBER_WORDS | {"num2words"} else machinery).add(shown)
+                    (generator if name in _NUMBER_WORDS else machinery).add(shown)
     notes = []
     if package:
         notes.append(f"imports the course's reference code ({', '.join(sorted(package))})")

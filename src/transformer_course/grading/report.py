@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformer_course.grading.classpage import PAGE, write_class_page
 from transformer_course.grading.gradebook import STATUSES, GradeRow, exercise_key, sort_rows
-from transformer_course.grading.layout import html_page, text_table
+from transformer_course.grading.layout import html_page, html_table, text_table
 
 
 def summary_tables(rows: Sequence[GradeRow]) -> list[tuple[list[str], list[list[str]], set[int]]]:
@@ -53,18 +53,6 @@ def summary(rows: Sequence[GradeRow]) -> str:
     for header, body, right in summary_tables(rows):
         out += text_table(header, body, right=right) + [""]
     return "\n".join(out + [_total_line(rows)])
-
-
-NUMBER = ' class="num"'  # a right-aligned column
-
-
-def _html_table(header: list[str], body: list[list[str]], right: set[int]) -> str:
-    def cells(tag: str, values: list[str]) -> str:
-        return "".join(f"<{tag}{NUMBER if k in right else ''}>{html.escape(str(v))}</{tag}>"
-                       for k, v in enumerate(values))
-
-    return "\n".join(["<table>", f"<tr>{cells('th', header)}</tr>", *(f"<tr>{cells('td', b)}</tr>" for b in body),
-                      "</table>"])
 
 
 # --- HTML ------------------------------------------------------------------------------------------------
@@ -120,6 +108,6 @@ def write_html(rows: Sequence[GradeRow], folder: str | Path) -> list[Path]:
                       "(it names no student).</p>",
                       "<table>", "<tr><th>student</th><th>points</th></tr>", *index, "</table>",
                       "<h2>Summary</h2>", f"<p>{html.escape(_total_line(rows))}</p>",
-                      *(_html_table(*table) for table in summary_tables(rows))])
+                      *(html_table(*table) for table in summary_tables(rows))])
     (folder / "index.html").write_text(html_page("Grades", body), encoding="utf-8")
     return [folder / "index.html", *written, *class_files]

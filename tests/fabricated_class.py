@@ -98,10 +98,12 @@ SAME = "def next_token_pairs(tokens):\n    return tokens, tokens\n"
 HOG = ("def token_logits(tokens, embedding, head_weight, head_bias):\n    blocks = []\n    while True:\n"
        "        blocks.append(bytearray(200_000_000))\n")
 LOOP = "def next_token_pairs(tokens):\n    while True:\n        pass\n"
-# Computes, and swallows the interrupt: the kernel must be stopped. (It computes rather than sleeps: a cell's limit
+# Computes, and ignores the interrupt: the kernel must be stopped. (It computes rather than sleeps: a cell's limit
 # counts CPU time, and a sleeping cell would run WAIT_FACTOR times as long; tests/test_nbval_patches.py covers that.)
-STUBBORN = ("def token_logits(tokens, embedding, head_weight, head_bias):\n    while True:\n"
-            "        try:\n            sum(range(100_000))\n        except BaseException:\n            pass\n")
+# SIGINT is ignored, not caught: a loop that catches KeyboardInterrupt in a `try` lets one through when the signal
+# is handled between its statements (seen once in a hundred-odd gradings under load; the row then said "passed").
+STUBBORN = ("import signal\n\n\ndef token_logits(tokens, embedding, head_weight, head_bias):\n"
+            "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        sum(range(100_000))\n")
 EXIT = "import os\n\ndef next_token_pairs(tokens):\n    os._exit(1)\n"
 SYNTAX_ERROR = "def lm_parameter_count(vocab_size, d_model, tie_weights)\n    return 0\n"
 DISPLAY_TRICKS = (

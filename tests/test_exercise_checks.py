@@ -77,6 +77,37 @@ def test_correct_alternative_is_accepted(exercise_id, answer, capsys, cases_seed
     assert "public checks passed" in capsys.readouterr().out
 
 
+TRAINED = [
+    pytest.param(ex, answer, id=f"{ex}-{name}", marks=pytest.mark.slow)
+    for ex, (_, right) in sorted(TABLES.items())
+    for name, answer in right.items() if isinstance(answer, Deferred) and answer.slow
+]
+
+
+@pytest.mark.parametrize("exercise_id, answer", TRAINED)
+def test_a_trained_alternative_passes_in_the_kernel_and_again_outside_it(exercise_id, answer, tmp_path, monkeypatch,
+                                                                         capsys):
+    """The grader's path for a model graded by what it achieves: the kernel's check records the model's results,
+    and the re-check outside the kernel gives the same verdict, message and full points. (The model is the one
+    test_correct_alternative_is_accepted trained: built once per session.)"""
+    from transformer_course.grading import kernel
+    from transformer_course.grading.replay import confirm
+
+    model = answer.build()
+    check(exercise_id, model)
+    line = capsys.readouterr().out
+    monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
+    kernel.recording_check(exercise_id, model)
+    found = confirm(exercise_id, tmp_path / f"{exercise_id}.pt")
+    assert found.verdict == "passed", found
+    assert found.message and found.message in line, (found.message, line)
+    assert found.points == REGISTRY[exercise_id].points, found
+
+
+def test_every_trained_exercise_has_a_trained_alternative_here():
+    assert {p.values[0] for p in TRAINED} >= set(SOLUTION_COUNTS)
+
+
 @pytest.mark.parametrize("exercise_id", sorted(REGISTRY))
 def test_every_exercise_has_enough_answers_in_the_tests(exercise_id):
     wrong, right = TABLES.get(exercise_id, ({}, {}))

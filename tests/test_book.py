@@ -315,19 +315,26 @@ def built_decks(built_book):
 def expected_deck(lesson: Path) -> tuple[int, int]:
     """(slides, figures) that the deck of ``lesson`` must have, counted from the notebook by the rules of the
     instructor guide: a title slide, one per ``##`` section, one per image of a shown code cell, one per code
-    cell tagged ``slide-code`` or ``slide-output`` that has no image."""
+    cell tagged ``slide-code`` or ``slide-output`` that has no image, or that a section's slide introduces (its
+    shown text ends with ":")."""
+    from transformer_course.slides import section_lead
+
     sections = figures = plain = 0
+    introduces = False
     for cell in nbformat.read(lesson, as_version=4).cells:
         tags = set(cell.metadata.get("tags", []))
         if tags & {"slide-skip", "remove-cell"}:
             continue
         if cell.cell_type == "markdown":
-            sections += cell.source.lstrip().startswith("## ")
+            if cell.source.lstrip().startswith("## "):
+                sections += 1
+                introduces = section_lead(cell.source)[0].rstrip().endswith(":")
             continue
         images = 0 if "remove-output" in tags else sum(
             "image/png" in output.get("data", {}) for output in cell.get("outputs", []))
         figures += images
-        plain += images == 0 and bool(tags & {"slide-code", "slide-output"})
+        plain += images == 0 and (introduces or bool(tags & {"slide-code", "slide-output"}))
+        introduces = False
     return 1 + sections + figures + plain, figures
 
 
@@ -404,6 +411,34 @@ def test_the_browser_checks_catch_a_broken_page(tmp_path):
     assert not tab.pending
 
 
+def test_the_deck_checks_catch_upper_cased_headings_and_small_figures(tmp_path):
+    """A deck whose styles upper-case a heading (and the maths in it) and shrink its figure: the deck checks of
+    the browser test name both, and nothing else."""
+    chromium_or_skip()
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+    from playwright.sync_api import sync_playwright
+
+    from transformer_course.slides import build_decks
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+    figure = new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})
+    lesson = tmp_path / "lessons" / "09_x.ipynb"
+    lesson.parent.mkdir()
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("# 9. A lesson"), new_markdown_cell("## 9.1 Why divide by $\\sqrt{d_k}$\n\nBecause."),
+        new_code_cell("plot()", outputs=[figure])]), lesson)
+    (deck,) = build_decks([lesson], tmp_path / "slides", bib=tmp_path / "none.bib")
+    deck.path.write_text(deck.path.read_text().replace("</head>", "<style>.reveal .slides h2 { text-transform: "
+                                                       "uppercase !important; } .reveal .jp-OutputArea img { height: "
+                                                       "100px !important; }</style></head>"))
+    with serve(tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, BLOCK_OTHER_HOSTS])
+        problems = _deck_problems(Tab(browser.new_page(viewport={"width": 1280, "height": 900}), url), deck)
+        browser.close()
+    assert problems == ["upper-cased headings: ['9.1 Why divide by dk¶']",
+                        "figures under half the slide's height: [100]"], problems
+
+
 def test_every_page_in_a_real_browser(built_book, built_decks, server):
     chromium_or_skip()
     from playwright.sync_api import sync_playwright
@@ -474,6 +509,14 @@ def _deck_problems(tab: Tab, deck) -> list[str]:
         "link to the book": None if page.eval_on_selector_all(
             f'a[href="../html/lessons/{deck.lesson.stem}.html"]', "e => e.length") else "missing",
     }
+    # Every slide laid out (reveal.js shows only those near the current one), to measure the figures.
+    page.evaluate("Reveal.configure({viewDistance: 1000})")
+    found["upper-cased headings"] = page.eval_on_selector_all(
+        ".reveal .slides h1, .reveal .slides h2, .reveal .slides h3",
+        "hs => hs.filter(h => getComputedStyle(h).textTransform !== 'none').map(h => h.textContent.slice(0, 40))")
+    found["figures under half the slide's height"] = page.eval_on_selector_all(
+        ".reveal .jp-OutputArea img",
+        "imgs => imgs.filter(i => i.offsetHeight < Reveal.getConfig().height / 2).map(i => i.offsetHeight)")
     page.keyboard.press("ArrowRight")
     found["arrow key"] = None if page.evaluate("Reveal.getIndices().h") == 1 else "did not move to slide 2"
     return [f"{what}: {detail}" for what, detail in found.items() if detail]

@@ -8,7 +8,14 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from transformer_course.slides import DECK_SUFFIX, SLIDE_TAGS, build_decks, deck_notebook, read_citations
+from transformer_course.slides import (
+    DECK_SUFFIX,
+    SLIDE_TAGS,
+    build_decks,
+    deck_notebook,
+    read_citations,
+    section_lead,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
@@ -122,7 +129,7 @@ def test_myst_citations_equation_labels_and_links_become_plain_markdown():
         "$$\na = b\n$$ (eq-a)\n\nby {eq}`eq-a`; see [the exercises](../exercises/09_x.ipynb) and "
         "[the notation](../book/notation.md#shapes) and [lesson 1](01_tensor_shapes.ipynb).")),
         book_page="b.html", citations=citations)
-    text = deck.cells[4].source
+    text = deck.cells[4].source + "\n\n" + deck.cells[5].source  # the slide and its speaker notes
     assert "(Vaswani et al., 2017)" in text and "Press and Wolf (2017)" in text
     assert "a = b \\tag{1}\n$$" in text and "by (1);" in text and "(eq-a)" not in text
     assert "(../html/exercises/09_x.html)" in text and "(../html/book/notation.html#shapes)" in text
@@ -191,3 +198,70 @@ def test_no_lesson_deck_keeps_a_raw_glue_role():
         deck = deck_notebook(nbformat.read(path, as_version=4), book_page="b.html")
         raw = [c.source for c in deck.cells if c.cell_type == "markdown" and "{glue" in c.source]
         assert not raw, f"{path.name}: {raw[0][:200]}"
+
+
+def test_a_section_slide_shows_its_lead_and_the_rest_becomes_notes():
+    shown, notes = section_lead(
+        "## 9.1 Lead\n\nThe first paragraph,\nover two lines.\n\n$$\na = b\n\n+ c\n$$\n\nMore prose.\n\n"
+        "### A subsection\n\nIts prose.")
+    assert shown == "## 9.1 Lead\n\nThe first paragraph,\nover two lines."
+    assert notes == "$$\na = b\n\n+ c\n$$\n\nMore prose.\n\n### A subsection\n\nIts prose."  # the equation whole
+    # A block that ends with ":" brings the one it introduces, and so on down a chain.
+    shown, notes = section_lead("## 9.2 Chain\n\nIt reads:\n\n$$\nx = 1\n$$\n\nand so:\n\n```python\nf()\n\ng()\n```"
+                                "\n\nLeft for the notes.")
+    assert shown == "## 9.2 Chain\n\nIt reads:\n\n$$\nx = 1\n$$"
+    assert notes == "and so:\n\n```python\nf()\n\ng()\n```\n\nLeft for the notes."
+    # A list shows the first sentence of each item; the notes keep it whole.
+    items = ("- One $a. b$ and `x. y` stay whole. Cut here.\n  Still the first item.\n"
+             "- Two, one sentence\n  over two lines.\n1. Three.")
+    shown, notes = section_lead(f"## Summary\n\n{items}")
+    assert shown == "## Summary\n\n- One $a. b$ and `x. y` stay whole.\n- Two, one sentence over two lines.\n1. Three."
+    assert notes == items
+    assert section_lead("## 9.3 Only a heading") == ("## 9.3 Only a heading", "")
+
+
+def test_a_slide_that_ends_with_a_colon_shows_the_code_it_introduces():
+    deck = deck_notebook(lesson(
+        new_markdown_cell("## 9.1 Recipe\n\nHere it is as a loop:"),
+        code("for x in xs: f(x)", [printed("done\n")]),  # no tag: shown because the slide introduces it
+        code("y = 2"),  # left out, as before
+        new_markdown_cell("## 9.2 Plain\n\nNo colon here."),
+        code("z = 3", [printed("3\n")]),
+    ), book_page="b.html")
+    assert kinds(deck)[4:] == [("slide", "md:## 9.1 Recipe"), ("slide", 'md:<p class="deck-context">9.1 Recipe</p>'),
+                               ("-", "code"), ("slide", "md:## 9.2 Plain")]
+
+
+def _slides_of(deck) -> list[list]:
+    slides = []
+    for cell in deck.cells:
+        kind = cell.metadata.slideshow.slide_type
+        if kind == "slide":
+            slides.append([cell])
+        elif kind == "-":
+            slides[-1].append(cell)
+    return slides
+
+
+def colons_left_hanging(deck) -> list[str]:
+    """The slides whose text ends with ":" while the next slide shows no code or output."""
+    slides, found = _slides_of(deck), []
+    for i, slide in enumerate(slides):
+        last = slide[-1]
+        if last.cell_type == "markdown" and last.source.rstrip().endswith(":"):
+            following = slides[i + 1] if i + 1 < len(slides) else []
+            if not any(c.cell_type == "code" for c in following):
+                found.append(f"slide {i + 1} ends {last.source[-60:]!r}")
+    return found
+
+
+def test_a_colon_left_hanging_is_caught():
+    deck = deck_notebook(lesson(new_markdown_cell("## 9.1 Recipe\n\nHere it is:"),
+                                code("f()", [printed("1\n")], tags=["slide-skip"]),
+                                new_markdown_cell("## 9.2 Next")), book_page="b.html")
+    assert colons_left_hanging(deck) == ["slide 2 ends '## 9.1 Recipe\\n\\nHere it is:'"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lessons").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_lesson_slide_that_ends_with_a_colon_is_followed_by_what_it_introduces(path):
+    assert not colons_left_hanging(deck_notebook(nbformat.read(path, as_version=4), book_page="b.html"))

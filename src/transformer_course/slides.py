@@ -7,7 +7,10 @@ What goes on the slides (the rules that :func:`deck_notebook` applies):
 
 - a **title slide**: the lesson's ``# N. Title`` heading, its goals (the markdown cell that starts with
   ``**Goals.**``) and a link to the lesson's page in the book; the rest of the title cell becomes speaker notes;
-- a slide per **section**: every markdown cell that opens with a ``## `` heading, shown in full;
+- a slide per **section**: every markdown cell that opens with a ``## `` heading; the slide shows the heading, the
+  first paragraph and what a shown paragraph introduces (one that ends with ":" brings the block after it: an
+  equation, a list), and the rest of the cell becomes speaker notes (:func:`section_lead`); a slide that ends
+  with ":" introduces code, so the next code cell is shown as if tagged ``slide-code``;
 - a slide per **figure**: every image a code cell displays (a cell that draws three figures gives three
   slides), its code hidden;
 - a code cell tagged ``slide-code`` gets a slide with its code and its outputs (with its figures, if any);
@@ -58,6 +61,77 @@ def _is_section(cell) -> bool:
 
 def _is_goals(cell) -> bool:
     return cell.cell_type == "markdown" and cell.source.lstrip().startswith("**Goals.**")
+
+
+def _blocks(text: str) -> list[str]:
+    """Markdown ``text`` in blocks separated by blank lines; a ``$$`` equation or a fenced block is one block."""
+    blocks, current, fence, math = [], [], None, False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped and fence is None and not math:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+        if fence is not None:
+            fence = None if stripped.startswith(fence) else fence
+        elif not math and stripped.startswith(("```", ":::")):
+            fence = stripped[:3]
+        elif stripped.count("$$") % 2:
+            math = not math
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+_ITEM = re.compile(r"^(?:[-*+]|\d+[.)]) ")
+
+
+def _first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence: the first "." followed by a space or the end, outside
+    ``$`` maths and backquoted code."""
+    math = code = False
+    for i, char in enumerate(text):
+        if char == "`" and not math:
+            code = not code
+        elif char == "$" and not code:
+            math = not math
+        elif char == "." and not (math or code) and (i + 1 == len(text) or text[i + 1].isspace()):
+            return text[: i + 1]
+    return text
+
+
+def _list_leads(block: str) -> str:
+    """A markdown list with each item cut to its first sentence (items run on over indented lines)."""
+    items = []
+    for line in block.splitlines():
+        if _ITEM.match(line) or not items:
+            items.append(line.strip())
+        else:
+            items[-1] += " " + line.strip()
+    markers = [(m.group() if (m := _ITEM.match(item)) else "") for item in items]
+    return "\n".join(marker + _first_sentence(item[len(marker):]) for marker, item in zip(markers, items, strict=True))
+
+
+def section_lead(source: str) -> tuple[str, str]:
+    """A section cell's markdown as (what its slide shows, the speaker notes).
+
+    The slide shows the ``## `` heading and the first block, then each block that the last shown one introduces
+    (it ends with ":"); a list shows the first sentence of each item. The notes hold the rest: every block not
+    shown, and in full each list that was cut."""
+    heading, _, body = source.strip().partition("\n")
+    blocks = _blocks(body)
+    count = min(1, len(blocks))
+    while count < len(blocks) and blocks[count - 1].rstrip().endswith(":"):
+        count += 1
+    shown, notes = [], []
+    for block in blocks[:count]:
+        lead = _list_leads(block) if _ITEM.match(block) else block
+        shown.append(lead)
+        if lead != block:
+            notes.append(block)
+    return "\n\n".join([heading, *shown]), "\n\n".join([*notes, *blocks[count:]])
 
 
 def _shown_outputs(cell) -> list:
@@ -130,16 +204,25 @@ def deck_notebook(nb, *, book_page: str, citations: dict[str, tuple[str, str]] |
         deck.append(_slideshow(nbformat.v4.new_markdown_cell(markdown(intro)), "notes"))
 
     section = None  # the heading of the current section, shown small above its code and figure slides
+    introduces = False  # the last section slide ends with ":": the next code cell is shown with its code
     for cell in rest:
         tags = _tags(cell)
         if cell is goals or TAG_SKIP in tags or "remove-cell" in tags:
             continue
         if cell.cell_type == "markdown":
             cell.source = markdown(cell.source)
-            if _is_section(cell):
-                section = cell.source.lstrip().splitlines()[0][3:].strip()
-            deck.append(_slideshow(cell, "slide" if _is_section(cell) else "notes"))
+            if not _is_section(cell):
+                deck.append(_slideshow(cell, "notes"))
+                continue
+            section = cell.source.lstrip().splitlines()[0][3:].strip()
+            cell.source, notes = section_lead(cell.source)
+            deck.append(_slideshow(cell, "slide"))
+            if notes:
+                deck.append(_slideshow(nbformat.v4.new_markdown_cell(notes), "notes"))
+            introduces = cell.source.rstrip().endswith(":")
         elif cell.cell_type == "code":
+            if introduces:
+                tags, introduces = tags | {TAG_CODE}, False
             for part in _code_slides(cell, tags):
                 if section is not None:
                     deck.append(_slideshow(nbformat.v4.new_markdown_cell(f'<p class="deck-context">{section}</p>'),
@@ -281,13 +364,17 @@ window.MathJax = {
 {%- block html_head_css -%}
 <style>
 :root { --jp-code-font-size: 14px; }  /* 120 characters of code fit across a slide */
+/* reveal's theme upper-cases headings, and with them the maths in a title: d_k would read D_K. */
+.reveal .slides h1, .reveal .slides h2, .reveal .slides h3, .reveal .slides h4, .reveal .slides h5,
+.reveal .slides h6 { text-transform: none; }  /* more specific than the theme, which loads after this */
 .reveal pre { overflow-x: auto; }
 /* A slide taller than the screen scrolls instead of being cut off. */
 .reveal .slides > section, .reveal .slides > section > section { height: 100%; overflow-y: auto; }
 .reveal .jp-RenderedHTMLCommon h1 { font-size: 1.6em; }
 .reveal .jp-RenderedHTMLCommon h2 { font-size: 1.3em; }
-.reveal .jp-OutputArea-output img { display: block; margin: 0 auto; max-width: 100%; max-height: 600px;
-                                    width: auto; height: auto; }
+/* A figure takes most of the slide's 760 px, whatever size it was drawn at, and keeps its proportions. */
+.reveal .jp-OutputArea-output img { display: block; margin: 0 auto; max-width: 100%; height: 540px;
+                                    object-fit: contain; }
 .reveal p.deck-context { font-size: 0.8em; color: #777; margin: 0 0 0.3em 0; }
 </style>
 {%- endblock html_head_css -%}

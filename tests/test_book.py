@@ -411,6 +411,30 @@ def test_the_browser_checks_catch_a_broken_page(tmp_path):
     assert not tab.pending
 
 
+# The lessons' tables (show.table's HTML form) that are wider than the page's text column: they would scroll.
+TABLES_TOO_WIDE = ("[...document.querySelectorAll('main table.course-table')]"
+                   ".filter(t => t.offsetWidth > t.closest('article').clientWidth).map(t => t.offsetWidth)")
+
+
+def test_the_table_check_catches_a_table_wider_than_the_page(tmp_path):
+    chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    from transformer_course.show import TABLE_CSS, Table
+
+    wide = Table([f"column {i}" for i in range(30)], [10**9 + i for i in range(30)])._repr_html_()
+    narrow = Table(["a", "b"], [1, 2])._repr_html_()
+    (tmp_path / "page.html").write_text(f"<html><head><style>{TABLE_CSS}</style></head><body><main><article "
+                                        f'style="width: 600px">{narrow}{wide}</article></main></body></html>')
+    with serve(tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, BLOCK_OTHER_HOSTS])
+        page = browser.new_page()
+        page.goto(f"{url}page.html")
+        too_wide = page.evaluate(TABLES_TOO_WIDE)
+        browser.close()
+    assert len(too_wide) == 1 and too_wide[0] > 600
+
+
 def test_the_deck_checks_catch_upper_cased_headings_and_small_figures(tmp_path):
     """A deck whose styles upper-case a heading (and the maths in it) and shrink its figure: the deck checks of
     the browser test name both, and nothing else."""
@@ -470,6 +494,7 @@ def test_every_page_in_a_real_browser(built_book, built_decks, server):
                 "previous link": _link_problem(page, "a.left-prev", pages[i - 1] if i else None, name),
                 "next link": _link_problem(page, "a.right-next", pages[i + 1] if i + 1 < len(pages) else None, name),
                 "deck link": _deck_link_problem(page, name, server),
+                "tables wider than the page": page.evaluate(TABLES_TOO_WIDE),
                 "MathJax not from the build": page.evaluate(
                     f"[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s)"
                     f" && !s.startsWith('{server}html/_static/mathjax/'))"),

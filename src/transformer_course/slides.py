@@ -37,6 +37,8 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_course.show import TABLE_CSS
+
 TAG_CODE = "slide-code"
 TAG_OUTPUT = "slide-output"
 TAG_SKIP = "slide-skip"
@@ -376,6 +378,7 @@ window.MathJax = {
 .reveal .jp-OutputArea-output img { display: block; margin: 0 auto; max-width: 100%; height: 540px;
                                     object-fit: contain; }
 .reveal p.deck-context { font-size: 0.8em; color: #777; margin: 0 0 0.3em 0; }
+{{ table_css }}
 </style>
 {%- endblock html_head_css -%}
 {%- block footer_js -%}
@@ -452,7 +455,7 @@ def _exporter():
     from nbconvert import SlidesExporter
 
     return SlidesExporter(
-        extra_loaders=[DictLoader({"course_slides.html.j2": _TEMPLATE})],
+        extra_loaders=[DictLoader({"course_slides.html.j2": _TEMPLATE.replace("{{ table_css }}", TABLE_CSS)})],
         template_file="course_slides.html.j2",
         reveal_url_prefix="_static/reveal",
         reveal_theme="white",

@@ -106,14 +106,14 @@ def _first_sentence(text: str) -> str:
 
 def _list_leads(block: str) -> str:
     """A markdown list with each item cut to its first sentence (items run on over indented lines)."""
-    items = []
+    items = []  # [marker, text] per item
     for line in block.splitlines():
-        if _ITEM.match(line) or not items:
-            items.append(line.strip())
+        marker = _ITEM.match(line)
+        if marker or not items:
+            items.append([marker.group() if marker else "", line[marker.end() if marker else 0:].strip()])
         else:
-            items[-1] += " " + line.strip()
-    markers = [(m.group() if (m := _ITEM.match(item)) else "") for item in items]
-    return "\n".join(marker + _first_sentence(item[len(marker):]) for marker, item in zip(markers, items, strict=True))
+            items[-1][1] += " " + line.strip()
+    return "\n".join(marker + _first_sentence(text) for marker, text in items)
 
 
 def section_lead(source: str) -> tuple[str, str]:

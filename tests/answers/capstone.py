@@ -3,8 +3,9 @@ with the hint their rejection must give, and a correct one that is not the lesso
 nn.Transformer, really trained here.
 
 The lesson's recipe is the solution's answer (solutions/12): nbval runs it, and tests/test_grading_release.py grades
-it as the grader does, so it is not trained a third time here. Training takes seconds, so the trained answer is
-``Deferred``: built once per session, when a test first needs it, and its tests are marked slow. A weakly trained
+it as the grader does, so it is not trained a third time here. The other trained models are trained once, by
+tests/stored_models.py, and loaded from their stored weights; the answer is ``Deferred`` (it needs the capstone's
+tokenizers: built once per session, when a test first needs it), and its tests are marked slow. A weakly trained
 model, which earns part of the points, is tested in tests/test_capstone.py (a partial score is neither a pass nor a
 rejection).
 """
@@ -16,6 +17,7 @@ from num2words import CONVERTER_CLASSES
 from torch import nn
 
 from tests.answers import Deferred
+from tests.stored_models import stored
 from transformer_course import data, training
 from transformer_course.checks import capstone
 from transformer_course.models import Seq2SeqConfig, Seq2SeqTransformer
@@ -71,11 +73,26 @@ class TorchTransformer(nn.Module):
         return self.head(out)
 
 
-def torch_transformer() -> nn.Module:
+def train_torch_transformer() -> nn.Module:
     """One encoder and one decoder layer: half the two-layer model's training time. Measured with the check:
     exact match 97.9-99.6% (public and hidden cases, seeds 1-3, one and two threads) against 95% for full marks."""
     torch.manual_seed(1)
     return train(TorchTransformer(layers=1), 300, lr=3e-3)
+
+
+def torch_transformer() -> nn.Module:
+    """:func:`train_torch_transformer`'s model, from its stored weights (tests/stored_models.py)."""
+    return stored("capstone_torch_transformer", TorchTransformer(layers=1))
+
+
+def train_weak() -> nn.Module:
+    """The lesson's model after 70 steps: it has learned some numbers, and earns part of the points."""
+    return train(lesson_model(), 70)
+
+
+def weak() -> nn.Module:
+    """:func:`train_weak`'s model, from its stored weights."""
+    return stored("capstone_weak", lesson_model())
 
 
 # --- known-wrong answers ------------------------------------------------------------------------------------

@@ -440,15 +440,25 @@ def _train_for_13_4(model: nn.Module, steps: int, seed: int) -> nn.Module:
     return model.eval()
 
 
-def package_gpt_with_rotary_positions() -> nn.Module:
-    """The package's DecoderOnlyLM with rotary positions, which form position-relative heads sooner: 400 steps."""
+def _rotary_gpt() -> nn.Module:
     from transformer_course.checks import shakespeare_model
     from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
 
+    return DecoderOnlyLM(DecoderOnlyConfig(len(shakespeare_model.vocabulary()), d_model=64, num_heads=4, d_ff=256,
+                                           num_layers=2, max_len=128, dropout=0.0, positional="rotary"))
+
+
+def train_package_gpt_with_rotary_positions() -> nn.Module:
+    """The package's DecoderOnlyLM with rotary positions, which form position-relative heads sooner: 400 steps."""
     torch.manual_seed(2)
-    model = DecoderOnlyLM(DecoderOnlyConfig(len(shakespeare_model.vocabulary()), d_model=64, num_heads=4, d_ff=256,
-                                            num_layers=2, max_len=128, dropout=0.0, positional="rotary"))
-    return _train_for_13_4(model, 400, seed=2)
+    return _train_for_13_4(_rotary_gpt(), 400, seed=2)
+
+
+def package_gpt_with_rotary_positions() -> nn.Module:
+    """:func:`train_package_gpt_with_rotary_positions`'s model, from its stored weights (tests/stored_models.py)."""
+    from tests.stored_models import stored
+
+    return stored("gpt_rotary", _rotary_gpt())
 
 
 READS_NO_FURTHER = "the predictions depend only on the last few characters"

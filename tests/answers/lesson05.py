@@ -33,6 +33,19 @@ WRONG = {
                                                                                    x.shape[1])), "decoder's length"),
     "weights dropped": (lambda x, mem, lens, mha: mha(x, mem, mem, mask=source_mask(lens, mem.shape[1]))[0],
                         "expected a tuple"),
+    # the keys counted up to the longest source, not to n_enc: right only when some source fills the memory
+    "mask over the longest source": (lambda x, mem, lens, mha: mha(x, mem, mem,
+                                                                   mask=source_mask(lens, int(lens.max()))),
+                                     "over the longest source"),
+    "one padded position let through": (lambda x, mem, lens, mha: mha(x, mem, mem, mask=(
+        torch.arange(mem.shape[1]) <= lens[:, None])[:, None, :]), "wrong result for"),
+    "values from the decoder": (lambda x, mem, lens, mha: mha(x, mem, x, mask=source_mask(lens, mem.shape[1])),
+                                "your code raised"),
+    "a (B, n_enc) mask": (lambda x, mem, lens, mha: mha(x, mem, mem, mask=torch.arange(mem.shape[1]) < lens[:, None]),
+                          "your code raised"),
+    # (1, B, 1, n_enc): the batch axis where the heads' is, which broadcasts only when B == h
+    "batch axis in the heads' place": (lambda x, mem, lens, mha: mha(x, mem, mem, mask=source_mask(lens, mem.shape[1])[
+        None]), "your code raised"),
 }
 RIGHT = {
     "4-D mask": cross_with_4d_mask,
@@ -53,17 +66,22 @@ def cached(x, k, v, lens, mha, mistake=None):
     if mistake == "swap":
         k, v = v, k
     q = split_heads(x if mistake == "no W_q" else mha.W_q(x), h)
-    scale = {"no scale": 1.0, "sqrt(d)": math.sqrt(x.shape[-1])}.get(mistake, math.sqrt(d_h))
+    scale = {"no scale": 1.0, "sqrt(d)": math.sqrt(x.shape[-1]), "d_h": d_h}.get(mistake, math.sqrt(d_h))
     scores = q @ k.transpose(-2, -1) / scale
-    real = torch.arange(n_enc) < lens[:, None]  # (B, n_enc)
+    real = torch.arange(n_enc) <= lens[:, None] if mistake == "<=" else torch.arange(n_enc) < lens[:, None]
+    if mistake == "longest":  # the keys counted up to the longest source, not to n_enc
+        real = torch.arange(int(lens.max())) < lens[:, None]
     if mistake == "inverted":
         real = ~real
     if mistake == "causal":
         real = real[:, None, :] & (torch.arange(n_enc) <= torch.arange(x.shape[1])[:, None])  # (B, n_dec, n_enc)
-    mask = real[:, None] if mistake == "no head axis" else real.view(len(lens), 1, -1, n_enc)
+    if mistake == "no head axis":
+        mask = real[:, None]
+    else:
+        mask = real[:, None, None, :] if mistake == "longest" else real.view(len(lens), 1, -1, n_enc)
     if mistake != "no mask":
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
+        scores = scores.masked_fill(~mask, 0.0 if mistake == "zero" else float("-inf"))
+    weights = scores.softmax(dim=-2 if mistake == "softmax over queries" else -1)
     heads = weights @ v
     merged = heads.reshape(heads.shape[0], heads.shape[2], -1) if mistake == "reshape" else merge_heads(heads)
     return (merged if mistake == "no W_o" else mha.W_o(merged)), weights
@@ -120,6 +138,11 @@ WRONG_CACHED = {
     "no W_o": (lambda *a: cached(*a, mistake="no W_o"), "W_o is missing"),
     "merged by reshape": (lambda *a: cached(*a, mistake="reshape"), "reshape without a transpose"),
     "weights dropped": (lambda *a: cached(*a)[0], "expected a tuple"),
+    "softmax over the queries": (lambda *a: cached(*a, mistake="softmax over queries"), "over the wrong axis"),
+    "scaled by d_h, not its root": (lambda *a: cached(*a, mistake="d_h"), "divided by d_h"),
+    "one padded position let through": (lambda *a: cached(*a, mistake="<="), "wrong result for"),
+    "padding masked with 0": (lambda *a: cached(*a, mistake="zero"), "wrong result for"),
+    "mask over the longest source": (lambda *a: cached(*a, mistake="longest"), "over the longest source"),
 }
 RIGHT_CACHED = {
     "by hand": cached,
@@ -129,3 +152,12 @@ RIGHT_CACHED = {
 }
 
 EXERCISES = {"05.1": (WRONG, RIGHT), "05.2": (WRONG_CACHED, RIGHT_CACHED)}
+
+#: The mistake each new wrong answer must be named by (None: no name, the case and the difference only).
+MISTAKES = {
+    "05.1": {"mask over the longest source": "mask-over-longest-source", "one padded position let through": None,
+             "values from the decoder": None, "a (B, n_enc) mask": None, "batch axis in the heads' place": None},
+    "05.2": {"softmax over the queries": "softmax-wrong-axis", "scaled by d_h, not its root": "scaled-by-d-h-not-root",
+             "one padded position let through": None, "padding masked with 0": None,
+             "mask over the longest source": "mask-over-longest-source"},
+}

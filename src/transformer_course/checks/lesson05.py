@@ -28,6 +28,8 @@ def _cross_cases() -> list[Case]:
         case("n_dec < n_enc", 3, 4, 6, 8, 2, [6, 3, 1]),
         case("n_dec > n_enc", 2, 5, 3, 12, 3, [3, 2]),
         case("float64", 2, 3, 5, 8, 4, [2, 5], torch.float64),
+        # No source fills the memory: a mask built up to the longest source (lens.max()) has too few keys.
+        case("every source padded", 2, 2, 7, 8, 2, [5, 3]),
     ]
 
 
@@ -36,6 +38,8 @@ def _cross_attention(decoder_x, encoder_out, src_valid_lens, mha):
 
 
 SWAPPED = "the roles are swapped: queries come from the decoder, keys and values from the encoder."
+LONGEST = ("the mask is built over the longest source (src_valid_lens.max()): it needs one entry per key, the n_enc "
+           "positions of the memory, padded ones included.")
 
 
 @exercise("05.1", title="Cross-attention over a padded source", points=3)
@@ -63,6 +67,8 @@ def check_cross_attention(answer) -> int:
                     "the mask is built over the decoder's length: the keys are the n_enc encoder positions.",
                     lambda x, mem, lens, mha: mha(x, mem, mem, mask=padding_mask(lens.clamp_max(x.shape[1]),
                                                                                  x.shape[1]))),
+            Mistake("mask-over-longest-source", LONGEST,
+                    lambda x, mem, lens, mha: mha(x, mem, mem, mask=padding_mask(lens, int(lens.max())))),
         ],
         names=("output", "weights"),
     )
@@ -98,7 +104,8 @@ def _cached_cases() -> list[Case]:
 
 
 def _cached_cross_attention(decoder_x, memory_k, memory_v, src_valid_lens, mha, *, scale="d_h", mask="padding",
-                            swap=False, w_o=True, merge=True, causal=False, project_q=True, reproject=False):
+                            swap=False, w_o=True, merge=True, causal=False, project_q=True, reproject=False,
+                            softmax_dim=-1):
     """The reference, and with one argument changed, each classic mistake."""
     h, n_enc = memory_k.shape[-3], memory_k.shape[-2]
     k, v = memory_k, memory_v
@@ -112,12 +119,16 @@ def _cached_cross_attention(decoder_x, memory_k, memory_v, src_valid_lens, mha, 
         scores = scores / math.sqrt(k.shape[-1])
     elif scale == "d_model":
         scores = scores / math.sqrt(decoder_x.shape[-1])
+    elif scale == "d_h unrooted":
+        scores = scores / k.shape[-1]
     allowed = padding_mask(src_valid_lens, n_enc)  # (B, 1, n_enc)
     allowed = {"padding": allowed.unsqueeze(1), "inverted": ~allowed.unsqueeze(1), "no head axis": allowed,
-               "none": torch.ones_like(allowed).unsqueeze(1)}[mask]
+               "none": torch.ones_like(allowed).unsqueeze(1),
+               # one entry per position up to the longest source: masked_fill raises unless one fills the memory
+               "longest": padding_mask(src_valid_lens, int(src_valid_lens.max())).unsqueeze(1)}[mask]
     if causal:
         allowed = allowed & causal_mask(decoder_x.shape[-2], n_enc)
-    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=softmax_dim)
     heads = weights @ v  # (B, h, n_dec, d_h)
     merged = merge_heads(heads) if merge else heads.reshape(heads.shape[0], heads.shape[2], -1)
     return (mha.W_o(merged) if w_o else merged), weights
@@ -150,6 +161,12 @@ def check_cached_cross_attention(answer) -> int:
                 Mistake("scaled-by-d-model",
                         "the scores are scaled by sqrt(d_model): scale by sqrt(d_h), the width of one head (the last "
                         "axis of memory_k).", _variant(scale="d_model")),
+                Mistake("scaled-by-d-h-not-root",
+                        "the scores are divided by d_h: divide them by its square root, sqrt(d_h).",
+                        _variant(scale="d_h unrooted")),
+                Mistake("softmax-wrong-axis",
+                        "the softmax runs over the wrong axis: each query's weights over the n_enc keys sum to 1 "
+                        "(dim=-1).", _variant(softmax_dim=-2)),
                 Mistake("padding-not-masked",
                         "the source padding is not masked: padded encoder positions must get no weight.",
                         _variant(mask="none")),
@@ -160,6 +177,7 @@ def check_cached_cross_attention(answer) -> int:
                         "the mask has no head axis: against scores (B, h, n_dec, n_enc) a mask (B, 1, n_enc) is read "
                         "as (1, B, 1, n_enc), so head i gets the mask of sequence i. Give it the shape "
                         "(B, 1, 1, n_enc).", _variant(mask="no head axis")),
+                Mistake("mask-over-longest-source", LONGEST, _variant(mask="longest")),
                 Mistake("causal-mask-added",
                         "cross-attention has no causal mask: every decoder position may read the whole source.",
                         _variant(causal=True)),

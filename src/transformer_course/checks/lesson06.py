@@ -69,6 +69,9 @@ def check_sinusoidal_encoding(answer) -> int:
             Mistake("base-ignored",
                     "the base is not used as given: divide the position by base^(2i/d) with the `base` argument.",
                     lambda n, d, base: sinusoidal_encoding(n, d, 10000.0)),
+            Mistake("positions-from-one",
+                    "the positions start at 1: the first row is position 0 (sin 0 = 0, cos 0 = 1).",
+                    lambda n, d, base: sinusoidal_encoding(n + 1, d, base)[1:]),
         ],
         names=("encoding",),
         # float32 angles up to 1000 radians carry ~6e-5 of rounding: a table computed another way may

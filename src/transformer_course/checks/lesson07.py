@@ -67,6 +67,13 @@ def check_layer_norm(answer) -> int:
                     lambda x, g, b, eps: normed(x, eps) * b + g),
             Mistake("eps-ignored", "eps is ignored: add it to the variance inside the square root.",
                     lambda x, g, b, eps: normed(x, 0.0) * g + b),
+            Mistake("mean-not-subtracted",
+                    "the mean is not subtracted: that is RMSNorm. LayerNorm centres x, (x - mean) / sqrt(var + eps).",
+                    lambda x, g, b, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g + b),
+            Mistake("variance-not-rooted",
+                    "x - mean is divided by the variance: divide by the standard deviation, sqrt(var + eps).",
+                    lambda x, g, b, eps: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False)
+                                                                           + eps) * g + b),
         ],
         names=("normalised",),
         atol=1e-5,

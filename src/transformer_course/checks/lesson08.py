@@ -275,6 +275,12 @@ def check_parameter_count(answer) -> int:
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) - L * 13 * d),
             Mistake("final-norm-not-counted", "the final LayerNorm (2d) is not counted.",
                     lambda v, d, L, n, tied: formula(v, d, L, n, tied) - 2 * d),
+            Mistake("attention-biases-not-counted",
+                    "the attention's four projections have biases: 4d^2 + 4d per block, not 4d^2.",
+                    lambda v, d, L, n, tied: formula(v, d, L, n, tied) - L * 4 * d),
+            Mistake("layer-norm-counted-as-d",
+                    "a LayerNorm has 2d parameters (gamma and beta), not d: 2 per block and the final one.",
+                    lambda v, d, L, n, tied: formula(v, d, L, n, tied) - (2 * L + 1) * d),
         ],
         names=("count",),
     )

@@ -79,9 +79,11 @@ def cached(x, k, v, lens, mha, mistake=None):
         mask = real[:, None]
     else:
         mask = real[:, None, None, :] if mistake == "longest" else real.view(len(lens), 1, -1, n_enc)
-    if mistake != "no mask":
+    if mistake not in ("no mask", "after softmax"):
         scores = scores.masked_fill(~mask, 0.0 if mistake == "zero" else float("-inf"))
     weights = scores.softmax(dim=-2 if mistake == "softmax over queries" else -1)
+    if mistake == "after softmax":  # the padded keys' weights zeroed, the rest not renormalised
+        weights = weights * mask
     heads = weights @ v
     merged = heads.reshape(heads.shape[0], heads.shape[2], -1) if mistake == "reshape" else merge_heads(heads)
     return (merged if mistake == "no W_o" else mha.W_o(merged)), weights
@@ -142,6 +144,7 @@ WRONG_CACHED = {
     "scaled by d_h, not its root": (lambda *a: cached(*a, mistake="d_h"), "divided by d_h"),
     "one padded position let through": (lambda *a: cached(*a, mistake="<="), "wrong result for"),
     "padding masked with 0": (lambda *a: cached(*a, mistake="zero"), "wrong result for"),
+    "mask applied after the softmax": (lambda *a: cached(*a, mistake="after softmax"), "wrong result for"),
     "mask over the longest source": (lambda *a: cached(*a, mistake="longest"), "over the longest source"),
 }
 RIGHT_CACHED = {
@@ -159,5 +162,6 @@ MISTAKES = {
              "values from the decoder": None, "a (B, n_enc) mask": None, "batch axis in the heads' place": None},
     "05.2": {"softmax over the queries": "softmax-wrong-axis", "scaled by d_h, not its root": "scaled-by-d-h-not-root",
              "one padded position let through": None, "padding masked with 0": None,
+             "mask applied after the softmax": None,
              "mask over the longest source": "mask-over-longest-source"},
 }

@@ -36,6 +36,7 @@ WRONG_LN = {
                                 / (x.var(-1, keepdim=True, unbiased=False) + eps) * g + b, "divided by the variance"),
     "statistics of the whole tensor": (lambda x, g, b, eps=1e-5: (x - x.mean())
                                        / torch.sqrt(x.var(unbiased=False) + eps) * g + b, "wrong result for"),
+    "affine before normalising": (lambda x, g, b, eps=1e-5: standardise(x * g + b, eps), "wrong result for"),
     "keepdim left out": (lambda x, g, b, eps=1e-5: (x - x.mean(-1)) / torch.sqrt(x.var(-1, unbiased=False) + eps)
                          * g + b, "your code raised"),
 }
@@ -171,6 +172,14 @@ class BlockMaskAsKey(Block):
         return self.norm2(x + self.ffn(x))
 
 
+class BlockWeightsForOutput(Block):
+    """attention(...)[1]: the attention weights (B, h, n, n) where its output belongs."""
+
+    def forward(self, x, mask=None):
+        x = self.norm1(x + self.attention(x, mask=mask)[1])
+        return self.norm2(x + self.ffn(x))
+
+
 WRONG_BLOCK = {
     "pre-norm": (block_with("pre-norm"), "pre-norm"),
     "residual after norm": (block_with("residual after norm"), "residual is added after the norm"),
@@ -182,6 +191,7 @@ WRONG_BLOCK = {
     "ffn reads the attention output": (block_with("ffn reads the attention output"), "wrong result for"),
     "inverted mask": (block_with("inverted mask"), "wrong result for"),
     "mask passed as the key": (BlockMaskAsKey, "raised"),
+    "the weights taken for the output": (BlockWeightsForOutput, "raised"),
 }
 RIGHT_BLOCK = {"straight": Block, "loop over sub-layers": BlockWithAddNorm}
 
@@ -194,9 +204,10 @@ EXERCISES = {
 #: The mistake each new wrong answer must be named by (None: no name, the case and the difference only).
 MISTAKES = {
     "07.1": {"mean not subtracted": "mean-not-subtracted", "divided by the variance": "variance-not-rooted",
-             "statistics of the whole tensor": None, "keepdim left out": None},
+             "statistics of the whole tensor": None, "keepdim left out": None, "affine before normalising": None},
     "07.2": {"relu after both layers": None, "sigmoid": None, "activation before W_1": None, "F.dropout left on": None,
              "linear layers without bias": None},
     "07.3": {"no residual": "residual-missing", "norms swapped": "norms-swapped", "first input in both residuals": None,
-             "ffn reads the attention output": None, "inverted mask": None, "mask passed as the key": None},
+             "ffn reads the attention output": None, "inverted mask": None, "mask passed as the key": None,
+             "the weights taken for the output": None},
 }

@@ -148,6 +148,8 @@ class GPT(nn.Module):
             mask = ~mask
         if m == "mask transposed":  # True on and above the diagonal: each position sees itself and the future
             mask = mask.T
+        if m == "float tril mask":  # 1.0 and 0.0: a float mask is added to the scores, so nothing is blocked
+            mask = torch.ones(tokens.shape[1], tokens.shape[1]).tril()
         if m == "mask over max_len":
             mask = causal_mask(self.positional.embedding.num_embeddings)
         for block in self.blocks:
@@ -196,6 +198,7 @@ WRONG_GPT = {
     "positions missing": (GPTNoPositions, "positions are missing"),
     "mask transposed": (gpt_with("mask transposed"), "not causal"),
     "mask over max_len": (gpt_with("mask over max_len"), "raised"),
+    "float tril mask": (gpt_with("float tril mask"), "not causal"),
     "head tied to the embedding": (GPTNoHead, "wrong result for"),
 }
 RIGHT_GPT = {"straight": GPT, "additive mask, positions by hand": GPTAdditiveMask}
@@ -248,7 +251,7 @@ MISTAKES = {
     "08.1": {"sub-layers out of order": "sublayers-out-of-order", "pre-norm": "pre-norm",
              "no residual around the FFN": None, "norms 2 and 3 swapped": None, "masks swapped": None},
     "08.2": {"positions missing": "positions-missing", "mask transposed": None, "mask over max_len": None,
-             "head tied to the embedding": None},
+             "float tril mask": None, "head tied to the embedding": None},
     "08.3": {"attention without biases": "attention-biases-not-counted",
              "a LayerNorm counted as d": "layer-norm-counted-as-d", "d_ff = d in the FFN": None,
              "three matrices of attention": None, "float from 4.0 * d": None},

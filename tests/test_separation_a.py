@@ -3,11 +3,12 @@ under the public cases and under five more cases seeds, with its own mistake's n
 and every correct alternative passes under them too. tests/test_exercise_checks.py runs these answers under the
 public cases and one cases seed; this runs them under the others."""
 
-import torch
 import pytest
+import torch
 
 from tests.answers import lesson01, lesson02, lesson03, lesson04
-from transformer_course.checks import CheckFailed, check, core, lesson02 as checks02
+from transformer_course.checks import CheckFailed, check, core
+from transformer_course.checks import lesson02 as checks02
 
 LESSONS = (lesson01, lesson02, lesson03, lesson04)
 TABLES = {ex: table for module in LESSONS for ex, table in module.EXERCISES.items()}

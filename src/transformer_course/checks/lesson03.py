@@ -10,7 +10,6 @@ from transformer_course import masking
 from transformer_course.attention import scaled_dot_product_attention
 from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 
-
 NOT_BOOLEAN = "the mask holds 0/1 numbers: return a boolean tensor (dtype torch.bool)."
 
 

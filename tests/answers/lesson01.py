@@ -18,6 +18,7 @@ WRONG_LOGITS = {
     "bias looked up per token": (lambda t, E, W, b: E[t] @ W.T + b[t, None], "wrong result for"),
     "log-softmax applied": (lambda t, E, W, b: F.log_softmax(E[t] @ W.T + b, -1), "wrong result for"),
     "softmax over the positions": (lambda t, E, W, b: torch.softmax(E[t] @ W.T + b, 0), "wrong result for"),
+    "bias added before the head": (lambda t, E, W, b: (E[t] + b) @ W.T, "wrong result for"),
 }
 
 
@@ -102,7 +103,8 @@ RIGHT_COUNTS = {
 #: The mistake id each new wrong answer must be named by (None: no name, as no known mistake explains every case).
 MISTAKES = {
     "01.1": {"F.linear with W.T": "head-not-transposed", "bias looked up per token": None,
-             "log-softmax applied": None, "softmax over the positions": None},
+             "log-softmax applied": None, "softmax over the positions": None,
+             "bias added before the head": None},
     "01.2": {"batch axis hard-coded": None, "batch flattened into one stream": None,
              "targets are the previous tokens": None, "shifted along dim 0 with narrow": "shift-on-batch-axis"},
     "01.3": {"tied head has no bias": None, "flag read backwards": None,

@@ -83,6 +83,8 @@ WRONG_ATTENTION = {
     "multiplied by sqrt(d_k)": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** 0.5), "wrong result for"),
     "scaled after the softmax": (lambda Q, K, V: (lambda w: (w @ V, w))(
         torch.softmax(Q @ K.mT, -1) / math.sqrt(Q.shape[-1])), "wrong result for"),
+    "Q transposed instead of K": (lambda Q, K, V: (lambda w: (w @ V, w))(
+        torch.softmax(Q.mT @ K / math.sqrt(Q.shape[-1]), -1)), "wrong result for"),
 }
 RIGHT_ATTENTION = {
     "einsum": attention_einsum,
@@ -127,7 +129,8 @@ MISTAKES = {
     "02.1": {"sum without keepdim": None, "sum over the last axis": None, "minimum subtracted": None,
              "mean subtracted": None, "no max, global sum": None},
     "02.2": {"K.T": None, "softmax over dim 0": None, "scaled by sqrt(n_k)": None, "multiplied by sqrt(d_k)": None,
-             "scaled after the softmax": None},
+             "scaled after the softmax": None,
+             "Q transposed instead of K": None},
     "02.3": {"product of the entries' variances": None, "the formula d_k var(q) var(k)": None,
              "summed over the samples": None, "dot products squared, not centred, summed": None},
 }

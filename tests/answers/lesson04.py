@@ -79,6 +79,8 @@ class MHA(nn.Module):
 
     def forward(self, query, key, value, mask=None):
         W_k, W_v = (self.W_q, self.W_q) if self.mistake == "W_q for all three" else (self.W_k, self.W_v)
+        if self.mistake == "self-attention only":
+            key = value = query
         q, k, v = self.split(self.W_q(query)), self.split(W_k(key)), self.split(W_v(value))
         d_k = query.shape[-1] if self.mistake == "scale by d_model" else q.shape[-1]
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
@@ -142,6 +144,7 @@ WRONG_MHA = {
     "mask filled with 0": (mha_with("mask filled with 0"), "wrong result for"),
     "mask inverted": (mha_with("mask inverted"), "wrong result for"),
     "softmax over queries": (mha_with("softmax over queries"), "wrong result for"),
+    "self-attention only": (mha_with("self-attention only"), "your code raised RuntimeError"),
 }
 RIGHT_MHA = {"with F.scaled_dot_product_attention": MHAWithSDPA, "einsum": MHAEinsum, "reference style": MHA}
 
@@ -171,7 +174,7 @@ MISTAKES = {
     "04.2": {"view after the transpose": None, "four axes unpacked": None,
              "heads concatenated along positions": "positions-stacked", "all axes flattened": None},
     "04.3": {"W_q for all three": None, "mask filled with 0": None, "mask inverted": None,
-             "softmax over queries": None},
+             "softmax over queries": None, "self-attention only": None},
     "04.4": {"bias always counted": "biases-miscounted", "heads of d_h x d_h": "heads-shrink-count",
              "one head's bias": None, "W_o without a bias": None},
 }

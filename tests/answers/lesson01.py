@@ -14,6 +14,11 @@ WRONG_LOGITS = {
     "softmax applied": (lambda t, E, W, b: F.softmax(F.linear(E[t], W, b), -1), "softmax was applied"),
     "float32 hard-coded": (lambda t, E, W, b: (E[t] @ W.T + b).float(), "expected dtype torch.float64"),
     "flattened batch": (lambda t, E, W, b: (E[t] @ W.T + b).reshape(-1, W.shape[0]), "expected shape"),
+    "F.linear with W.T": (lambda t, E, W, b: F.linear(F.embedding(t, E), W.T, b), "multiply by its transpose"),
+    "bias looked up per token": (lambda t, E, W, b: E[t] @ W.T + b[t, None], "wrong result for"),
+    "log-softmax applied": (lambda t, E, W, b: F.log_softmax(E[t] @ W.T + b, -1), "wrong result for"),
+    "softmax over the positions": (lambda t, E, W, b: torch.softmax(E[t] @ W.T + b, 0), "wrong result for"),
+    "bias added before the head": (lambda t, E, W, b: (E[t] + b) @ W.T, "wrong result for"),
 }
 
 
@@ -55,11 +60,17 @@ WRONG_PAIRS = {
     "shift by two": (lambda t: (t[..., :-2], t[..., 2:]), "shift is by two"),
     "rolled": (lambda t: (t, t.roll(-1, dims=-1)), "expected shape"),
     "one tensor": (lambda t: t[..., 1:], "expected a tuple"),
+    "batch axis hard-coded": (lambda t: (t[:, :-1], t[:, 1:]), "your code raised IndexError"),
+    "batch flattened into one stream": (lambda t: (t.flatten()[:-1], t.flatten()[1:]), "expected shape"),
+    "targets are the previous tokens": (lambda t: (t[..., 1:], t[..., 1:].roll(1, -1)), "wrong result for"),
+    "shifted along dim 0 with narrow": (lambda t: (t.narrow(0, 0, t.shape[0] - 1), t.narrow(0, 1, t.shape[0] - 1)),
+                                        "along the batch axis"),
 }
 RIGHT_PAIRS = {
     "narrow": lambda t: (t.narrow(-1, 0, t.shape[-1] - 1), t.narrow(-1, 1, t.shape[-1] - 1)),
     "loop": shifted_with_loop,
     "list": lambda t: [t[..., :-1], t[..., 1:]],
+    "negative narrow of the last axis": lambda t: (t[..., : t.size(-1) - 1], t[..., -(t.size(-1) - 1):]),
 }
 
 # --- 01.3 lm_parameter_count(vocab_size, d_model, tie_weights) ------------------------------------
@@ -69,12 +80,16 @@ WRONG_COUNTS = {
     "tied counted twice": (lambda v, d, tie: 2 * v * d + v, "count it once"),
     "bias of size d": (lambda v, d, tie: v * d * (1 if tie else 2) + d, "not d"),
     "float result": (lambda v, d, tie: float(v * d * (1 if tie else 2) + v), "expected an integer"),
+    "tied head has no bias": (lambda v, d, tie: v * d if tie else 2 * v * d + v, "wrong result for"),
+    "flag read backwards": (lambda v, d, tie: v * d + (v * d + v if tie else v), "wrong result for"),
+    "head built as Linear(|V|, d)": (lambda v, d, tie: count_with_modules(v, d, tie, head_in_out=(v, d)), "not d"),
+    "embedding with a bias": (lambda v, d, tie: v * d + d + (v if tie else v * d + v), "wrong result for"),
 }
 
 
-def count_with_modules(vocab_size, d_model, tie_weights):
+def count_with_modules(vocab_size, d_model, tie_weights, head_in_out=None):
     embedding = nn.Embedding(vocab_size, d_model, device="meta")
-    head = nn.Linear(d_model, vocab_size, device="meta")
+    head = nn.Linear(*(head_in_out or (d_model, vocab_size)), device="meta")
     n = embedding.weight.numel() + head.bias.numel()
     return n if tie_weights else n + head.weight.numel()
 
@@ -82,6 +97,18 @@ def count_with_modules(vocab_size, d_model, tie_weights):
 RIGHT_COUNTS = {
     "formula": lambda v, d, tie: v * d + (v if tie else v * d + v),
     "modules": count_with_modules,
+    "bool arithmetic": lambda v, d, tie: v * d * (2 - tie) + v,
+}
+
+#: The mistake id each new wrong answer must be named by (None: no name, as no known mistake explains every case).
+MISTAKES = {
+    "01.1": {"F.linear with W.T": "head-not-transposed", "bias looked up per token": None,
+             "log-softmax applied": None, "softmax over the positions": None,
+             "bias added before the head": None},
+    "01.2": {"batch axis hard-coded": None, "batch flattened into one stream": None,
+             "targets are the previous tokens": None, "shifted along dim 0 with narrow": "shift-on-batch-axis"},
+    "01.3": {"tied head has no bias": None, "flag read backwards": None,
+             "head built as Linear(|V|, d)": "head-bias-of-size-d", "embedding with a bias": None},
 }
 
 EXERCISES = {

@@ -23,6 +23,15 @@ WRONG_SOFTMAX = {
     "global sum": (lambda x, dim=-1: (x - x.max()).exp() / (x - x.max()).exp().sum(), "sum over the whole tensor"),
     "log-softmax": (lambda x, dim=-1: torch.log_softmax(x, dim), "log-softmax"),
     "float32 always": (lambda x, dim=-1: torch.softmax(x.float(), dim), "expected dtype torch.float64"),
+    "sum without keepdim": (lambda x, dim=-1: (lambda e: e / e.sum(dim))((x - x.amax(dim, keepdim=True)).exp()),
+                            "your code raised RuntimeError"),
+    "sum over the last axis": (lambda x, dim=-1: (lambda e: e / e.sum(-1, keepdim=True))(
+        (x - x.amax(dim, keepdim=True)).exp()), "wrong result for"),
+    "minimum subtracted": (lambda x, dim=-1: (lambda e: e / e.sum(dim, keepdim=True))(
+        (x - x.amin(dim, keepdim=True)).exp()), "wrong result for"),
+    "mean subtracted": (lambda x, dim=-1: (lambda e: e / e.sum(dim, keepdim=True))(
+        (x - x.mean(dim, keepdim=True)).exp()), "wrong result for"),
+    "no max, global sum": (lambda x, dim=-1: torch.exp(x) / torch.sum(torch.exp(x)), "wrong result for"),
 }
 RIGHT_SOFTMAX = {
     "logsumexp": lambda x, dim=-1: torch.exp(x - torch.logsumexp(x, dim, keepdim=True)),
@@ -67,6 +76,15 @@ WRONG_ATTENTION = {
     "swapped results": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** -0.5)[::-1], "swapped"),
     "scaled by sqrt(d_v)": (lambda Q, K, V: attention(Q, K, V, V.shape[-1] ** -0.5), "values differ"),
     "crash on batch": (unbatched_only, "your code raised ValueError"),
+    "K.T": (lambda Q, K, V: attention(Q, K.T, V, Q.shape[-1] ** -0.5) if K.dim() == 2 else
+            attention(Q, K.permute(*reversed(range(K.dim()))), V, Q.shape[-1] ** -0.5), "wrong result for"),
+    "softmax over dim 0": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** -0.5, dim=0), "wrong result for"),
+    "scaled by sqrt(n_k)": (lambda Q, K, V: attention(Q, K, V, K.shape[-2] ** -0.5), "wrong result for"),
+    "multiplied by sqrt(d_k)": (lambda Q, K, V: attention(Q, K, V, Q.shape[-1] ** 0.5), "wrong result for"),
+    "scaled after the softmax": (lambda Q, K, V: (lambda w: (w @ V, w))(
+        torch.softmax(Q @ K.mT, -1) / math.sqrt(Q.shape[-1])), "wrong result for"),
+    "Q transposed instead of K": (lambda Q, K, V: (lambda w: (w @ V, w))(
+        torch.softmax(Q.mT @ K / math.sqrt(Q.shape[-1]), -1)), "wrong result for"),
 }
 RIGHT_ATTENTION = {
     "einsum": attention_einsum,
@@ -93,11 +111,28 @@ WRONG_VARIANCE = {
     "every query with every key": (lambda q, k: (q @ k.T).var().item(), "row i of q goes with row i of k"),
     "a tensor of values": (lambda q, k: dots(q, k), "expected a finite number"),
     "nan": (lambda q, k: float("nan"), "expected a finite number"),
+    "product of the entries' variances": (lambda q, k: (q.var() * k.var()).item(), "expected a variance of"),
+    "the formula d_k var(q) var(k)": (lambda q, k: q.shape[-1] * q.var().item() * k.var().item(),
+                                      "expected a variance of"),
+    "summed over the samples": (lambda q, k: (q * k).sum(0).var().item(), "expected a"),
+    "dot products squared, not centred, summed": (lambda q, k: dots(q, k).pow(2).sum().item(),
+                                                  "expected a variance of"),
 }
 RIGHT_VARIANCE = {
     "unbiased var": lambda q, k: dots(q, k).var().item(),
     "biased var, float64, 0-d tensor": lambda q, k: dots(q.double(), k.double()).var(unbiased=False),
     "mean of squares (the mean is 0)": lambda q, k: torch.einsum("nd,nd->n", q, k).pow(2).mean().item(),
+}
+
+#: The mistake id each new wrong answer must be named by (None: no name, as no known mistake explains every case).
+MISTAKES = {
+    "02.1": {"sum without keepdim": None, "sum over the last axis": None, "minimum subtracted": None,
+             "mean subtracted": None, "no max, global sum": None},
+    "02.2": {"K.T": None, "softmax over dim 0": None, "scaled by sqrt(n_k)": None, "multiplied by sqrt(d_k)": None,
+             "scaled after the softmax": None,
+             "Q transposed instead of K": None},
+    "02.3": {"product of the entries' variances": None, "the formula d_k var(q) var(k)": None,
+             "summed over the samples": None, "dot products squared, not centred, summed": None},
 }
 
 EXERCISES = {

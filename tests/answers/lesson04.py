@@ -26,9 +26,19 @@ WRONG_SPLIT = {
                          "every h-th feature"),
     "h as width": (lambda X, h: X.reshape(*X.shape[:-1], X.shape[-1] // h, h).transpose(-3, -2), "head width"),
     "batched only": (lambda X, h: X.reshape(X.shape[0], X.shape[1], h, -1).transpose(1, 2), "values differ"),
+    "transpose(1, 2)": (lambda X, h: X.reshape(*X.shape[:-1], h, -1).transpose(1, 2), "expected shape"),
+    "permute(0, 2, 1, 3)": (lambda X, h: X.reshape(*X.shape[:-1], h, -1).permute(0, 2, 1, 3),
+                            "your code raised RuntimeError"),
+    "last two axes swapped": (lambda X, h: X.reshape(*X.shape[:-1], h, -1).transpose(-2, -1), "expected shape"),
+    "chunks stacked first": (lambda X, h: torch.stack(X.chunk(h, dim=-1)), "expected shape"),
 }
 RIGHT_SPLIT = {"view + permute": split_with_view, "chunk + stack": split_with_chunks,
                "unflatten": lambda X, h: X.unflatten(-1, (h, -1)).transpose(-3, -2)}
+
+def merge_four_axes(X):
+    B, h, n, d_h = X.shape  # fails on unbatched input: "not enough values to unpack"
+    return X.transpose(1, 2).reshape(B, n, h * d_h)
+
 
 WRONG_MERGE = {
     "reshape only": (lambda X: X.reshape(*X.shape[:-3], X.shape[-2], X.shape[-3] * X.shape[-1]), "without a transpose"),
@@ -36,6 +46,11 @@ WRONG_MERGE = {
     "stacked positions": (lambda X: X.flatten(-3, -2), "stacked"),
     "averaged": (lambda X: X.mean(-3), "averaged"),
     "sum of heads": (lambda X: X.sum(-3), "expected shape"),
+    "view after the transpose": (lambda X: X.transpose(-3, -2).view(*X.shape[:-3], X.shape[-2], -1),
+                                 "your code raised RuntimeError"),
+    "four axes unpacked": (merge_four_axes, "your code raised ValueError"),
+    "heads concatenated along positions": (lambda X: torch.cat(X.unbind(-3), dim=-2), "stacked"),
+    "all axes flattened": (lambda X: X.transpose(-3, -2).flatten(-3), "expected shape"),
 }
 RIGHT_MERGE = {
     "cat over heads": lambda X: torch.cat(X.unbind(-3), dim=-1),
@@ -63,13 +78,21 @@ class MHA(nn.Module):
         return x.reshape(B, n, self.h, d // self.h).transpose(1, 2)
 
     def forward(self, query, key, value, mask=None):
-        q, k, v = self.split(self.W_q(query)), self.split(self.W_k(key)), self.split(self.W_v(value))
+        W_k, W_v = (self.W_q, self.W_q) if self.mistake == "W_q for all three" else (self.W_k, self.W_v)
+        if self.mistake == "self-attention only":
+            key = value = query
+        q, k, v = self.split(self.W_q(query)), self.split(W_k(key)), self.split(W_v(value))
         d_k = query.shape[-1] if self.mistake == "scale by d_model" else q.shape[-1]
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
         if mask is not None:
-            scores = scores.masked_fill(~(mask if self.mistake == "mask without head axis" else mask[:, None]),
-                                        float("-inf"))
-        weights = scores.softmax(-1)
+            keep = mask if self.mistake == "mask without head axis" else mask[:, None]
+            if self.mistake == "mask filled with 0":
+                scores = scores.masked_fill(~keep, 0.0)
+            elif self.mistake == "mask inverted":
+                scores = scores.masked_fill(keep, float("-inf"))
+            else:
+                scores = scores.masked_fill(~keep, float("-inf"))
+        weights = scores.softmax(-2 if self.mistake == "softmax over queries" else -1)
         merged = (weights @ v).transpose(1, 2).flatten(2)
         if self.mistake == "average weights":
             weights = weights.mean(1)
@@ -117,6 +140,11 @@ WRONG_MHA = {
     "average weights": (mha_with("average weights"), "weights: expected shape (2, 2, 4, 5), got (2, 4, 5)"),
     "packed projections": (NoLinears, "missing ['W_k.bias'"),
     "constructor fails": (lambda d, h: 1 / 0, "MultiHeadAttention(8, 2) raised ZeroDivisionError"),
+    "W_q for all three": (mha_with("W_q for all three"), "wrong result for"),
+    "mask filled with 0": (mha_with("mask filled with 0"), "wrong result for"),
+    "mask inverted": (mha_with("mask inverted"), "wrong result for"),
+    "softmax over queries": (mha_with("softmax over queries"), "wrong result for"),
+    "self-attention only": (mha_with("self-attention only"), "your code raised RuntimeError"),
 }
 RIGHT_MHA = {"with F.scaled_dot_product_attention": MHAWithSDPA, "einsum": MHAEinsum, "reference style": MHA}
 
@@ -128,10 +156,27 @@ WRONG_COUNT = {
     "divided by heads": (lambda d, h, b: 4 * d * d // h + (4 * d if b else 0), "does not shrink"),
     "bias ignored": (lambda d, h, b: 4 * d * d, "biases"),
     "float": (lambda d, h, b: 4.0 * d * d + 4 * d * b, "expected an integer"),
+    "bias always counted": (lambda d, h, b: 4 * (d * d + d), "biases"),
+    "heads of d_h x d_h": (lambda d, h, b: 4 * h * (d // h) ** 2 + (4 * d if b else 0), "does not shrink"),
+    "one head's bias": (lambda d, h, b: 4 * d * d + (4 * (d // h) if b else 0), "wrong result for"),
+    "W_o without a bias": (lambda d, h, b: 4 * d * d + (3 * d if b else 0), "wrong result for"),
 }
 RIGHT_COUNT = {
     "formula": lambda d, h, b: 4 * d * (d + int(b)),
     "count a real module": lambda d, h, b: sum(p.numel() for p in nn.MultiheadAttention(d, h, bias=b).parameters()),
+    "summed over heads": lambda d, h, b: sum(4 * d * (d // h) + (4 * (d // h) if b else 0) for _ in range(h)),
+}
+
+#: The mistake id each new wrong answer must be named by (None: no name, as no known mistake explains every case).
+MISTAKES = {
+    "04.1": {"transpose(1, 2)": None, "permute(0, 2, 1, 3)": None, "last two axes swapped": None,
+             "chunks stacked first": None},
+    "04.2": {"view after the transpose": None, "four axes unpacked": None,
+             "heads concatenated along positions": "positions-stacked", "all axes flattened": None},
+    "04.3": {"W_q for all three": None, "mask filled with 0": None, "mask inverted": None,
+             "softmax over queries": None, "self-attention only": None},
+    "04.4": {"bias always counted": "biases-miscounted", "heads of d_h x d_h": "heads-shrink-count",
+             "one head's bias": None, "W_o without a bias": None},
 }
 
 EXERCISES = {

@@ -10,6 +10,8 @@ from transformer_course import masking
 from transformer_course.attention import scaled_dot_product_attention
 from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
 
+NOT_BOOLEAN = "the mask holds 0/1 numbers: return a boolean tensor (dtype torch.bool)."
+
 
 @exercise("03.1", title="A causal mask", points=1)
 def check_causal_mask(answer) -> int:
@@ -29,8 +31,11 @@ def check_causal_mask(answer) -> int:
                     lambda n: tril(n).T.contiguous()),
             Mistake("additive-mask", "the mask is additive (0 / -inf): return a boolean mask, True = may attend.",
                     lambda n: masking.to_additive_mask(tril(n))),
-            Mistake("not-boolean", "the mask holds 0/1 numbers: return a boolean tensor (dtype torch.bool).",
-                    lambda n: tril(n).long()),
+            Mistake("not-boolean", NOT_BOOLEAN, lambda n: tril(n).long()),
+            Mistake("not-boolean", NOT_BOOLEAN, lambda n: tril(n).float()),
+            Mistake("sees-next-position",
+                    "each query also sees the next position: keep key j <= query i (tril with diagonal=0, not 1).",
+                    lambda n: tril(n, 1)),
         ],
         names=("mask",),
     )
@@ -63,6 +68,8 @@ def check_padding_mask(answer) -> int:
                     lambda lens, n_k: (torch.arange(n_k) <= lens[:, None])[:, None, :]),
             Mistake("axes-swapped", "the axes are swapped: return (B, 1, n_k), with the keys on the last axis.",
                     lambda lens, n_k: keys(lens, n_k)[:, :, None]),
+            Mistake("not-boolean", NOT_BOOLEAN, lambda lens, n_k: keys(lens, n_k)[:, None, :].long()),
+            Mistake("not-boolean", NOT_BOOLEAN, lambda lens, n_k: keys(lens, n_k)[:, None, :].float()),
         ],
         names=("mask",),
     )

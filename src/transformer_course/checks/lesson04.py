@@ -166,6 +166,8 @@ def check_mha_parameter_count(answer) -> int:
                     lambda d, h, bias: 4 * d * d + (0 if bias else 4 * d)),
             Mistake("biases-miscounted", "the biases (4 d numbers when bias=True) are not counted right.",
                     lambda d, h, bias: 4 * d * d),  # left out: right when bias=False, so a variant of its own
+            Mistake("biases-miscounted", "the biases (4 d numbers when bias=True) are not counted right.",
+                    lambda d, h, bias: 4 * d * d + 4 * d),  # counted whatever `bias` says: right when bias=True
         ],
         names=("count",),
     )

@@ -271,3 +271,29 @@ def test_tolerance_follows_the_size_of_the_numbers():
     small = torch.tensor([[0.5, -0.0007438]])
     assert "1 of 2 values differ" in compare(small, small + torch.tensor([[0.0, 3e-6]]))
     assert compare(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0])) is None
+
+
+def test_a_module_check_names_a_mistake_only_when_it_explains_every_case():
+    """check_module builds a module per case: an answer that makes a known mistake on the first case and another
+    error on the others gets no name (before, the first failing case alone chose it), while the mistake made on
+    every case still gets its own."""
+    from tests.answers.lesson07 import Block, block_with
+
+    no_residual = block_with("no residual")
+    calls = []
+
+    class MistakeOnTheFirstCaseOnly(no_residual):
+        def forward(self, x, mask=None):
+            calls.append(len(x))
+            if len(calls) == 1:
+                return super().forward(x, mask)  # norm2(ffn(norm1(attention))): the residuals left out
+            self.mistake = None
+            return 2 * Block.forward(self, x, mask)  # wrong, and explained by no known mistake
+
+    with pytest.raises(CheckFailed) as named:
+        check("07.3", no_residual)
+    assert named.value.mistake is not None and named.value.mistake.id == "residual-missing"
+    with pytest.raises(CheckFailed) as unnamed:
+        check("07.3", MistakeOnTheFirstCaseOnly)
+    assert len(calls) >= 2 and unnamed.value.mistake is None, unnamed.value
+    assert str(unnamed.value).startswith("07.3") and "wrong result for" in str(unnamed.value)

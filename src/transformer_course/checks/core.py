@@ -341,8 +341,19 @@ def diagnose(mistakes: Sequence[Mistake], results: Sequence[tuple[Case, object]]
     (``1/d`` and ``d**-0.5`` at d = 1), and a variant that is wrong where the learner is right is not the learner's
     mistake. A wrong name sends the learner the wrong way; no name is better.
     """
-    for mistake in mistakes:
-        if mistake.wrong is not None and all(_reproduces(mistake, case, got, differ) for case, got in results):
+    return diagnose_each([(mistakes, case, got) for case, got in results], differ)
+
+
+def diagnose_each(results: Sequence[tuple[Sequence[Mistake], Case, object]],
+                  differ: Callable[[object, object, Case], str | None]) -> Mistake | None:
+    """:func:`diagnose` where each case has variants of its own: ``results`` holds ``(mistakes, case, got)``. A
+    module's check builds a reference per case and binds the mistakes' variants to it; a mistake is named when the
+    variant of the same id gives the learner's result on every case."""
+    if not results:
+        return None
+    for mistake in results[0][0]:
+        if all(any(m.id == mistake.id and m.wrong is not None and _reproduces(m, case, got, differ) for m in mistakes)
+               for mistakes, case, got in results):
             return mistake
     return None
 
@@ -355,6 +366,51 @@ def _reproduces(mistake: Mistake, case: Case, got, differ: Callable) -> bool:
         return differ(wrong, got, case) is None
     except Exception:  # noqa: BLE001 - a variant that cannot run on this case does not explain it
         return False
+
+
+def run_cases(
+    answer,
+    reference: Callable,
+    cases: Sequence[Case],
+    mistakes: Sequence[Mistake] = (),
+    differ: Callable[[object, object, Case], str | None] | None = None,
+) -> tuple[str | None, list[tuple[Case, object]]]:
+    """Run ``answer`` and ``reference`` on every case: (the message of the first case it gets wrong, or None; the
+    ``(case, got)`` of every case, for :func:`diagnose`, or [] when a later case stopped the answer from running).
+
+    ``got`` is the answer's output, or the error it raised. A CheckFailed that carries no error of the learner's (not
+    implemented yet, or one the answer raised itself) is raised as it is when no case went wrong before it.
+    """
+    if differ is None:
+        differ = default_differ()
+    first, results = None, []
+    for case in cases:
+        expected = reference(*case.fresh_args())
+        try:
+            got = call_answer(answer, case, mistakes)
+        except CheckFailed as failure:
+            error = getattr(failure, "error", None)
+            if error is None:  # not implemented, or the answer raised CheckFailed itself: reported as it is
+                if first is None:
+                    raise
+                return first, []
+            first = first or failure.message
+            results.append((case, error))
+            continue
+        problem = differ(expected, got, case)
+        if problem:
+            first = first or f"wrong result for {case.describe()}\n  {problem}"
+        results.append((case, got))
+    return first, results
+
+
+def default_differ(names: Sequence[str] = ("output",), rtol: float = 1e-5,
+                   atol: float = 1e-6) -> Callable[[object, object, Case], str | None]:
+    """The ``differ`` of :func:`check_function`: :func:`compare` with ``names``, ``rtol`` and ``atol``."""
+    def differ(expected, got, case):
+        return compare(expected, got, names=names, rtol=rtol, atol=atol)
+
+    return differ
 
 
 def check_function(
@@ -377,27 +433,8 @@ def check_function(
     """
     require_callable(answer)
     if differ is None:
-        def differ(expected, got, case):
-            return compare(expected, got, names=names, rtol=rtol, atol=atol)
-    first, results = None, []
-    for case in cases:
-        expected = reference(*case.fresh_args())
-        try:
-            got = call_answer(answer, case, mistakes)
-        except CheckFailed as failure:
-            error = getattr(failure, "error", None)
-            if error is None:  # not implemented, or the answer raised CheckFailed itself: reported as it is
-                if first is None:
-                    raise
-                results = []
-                break
-            first = first or failure.message
-            results.append((case, error))
-            continue
-        problem = differ(expected, got, case)
-        if problem:
-            first = first or f"wrong result for {case.describe()}\n  {problem}"
-        results.append((case, got))
+        differ = default_differ(names, rtol, atol)
+    first, results = run_cases(answer, reference, cases, mistakes, differ)
     if first is not None:
         raise CheckFailed(first, mistake=diagnose(mistakes, results, differ) if results else None)
     return len(cases)

@@ -20,8 +20,10 @@ from transformer_course.checks.core import (
     Mistake,
     call_answer,
     case_generator,
-    check_function,
+    default_differ,
+    diagnose_each,
     require_callable,
+    run_cases,
 )
 
 
@@ -63,7 +65,7 @@ class _Recorded(nn.Module):
                                                 and type(s[1]) is list for s in shapes):
             raise CheckFailed("the recorded module description is malformed")
         self._shapes = {name: torch.Size(shape) for name, shape in shapes}
-        object.__setattr__(self, "forward", forward)  # called by check_function as module.forward
+        object.__setattr__(self, "forward", forward)  # called by run_cases as module.forward
 
     def state_dict(self, *args, **kwargs):
         return {name: torch.empty(shape, device="meta") for name, shape in self._shapes.items()}
@@ -115,12 +117,27 @@ def check_module(
     names: Sequence[str],
 ) -> int:
     """Build the learner's module for each case, copy the reference's weights into it, and compare the
-    forward passes."""
+    forward passes. Every case runs, so that a mistake is named only when it explains the forward's result on each
+    (its variants are bound to each case's reference: :func:`~transformer_course.checks.core.diagnose_each`)."""
     require_callable(answer, f"a class, {signature}")
-    n_cases = 0
+    differ = default_differ(names)
+    first, results = None, []  # results: (the mistakes of the case's reference, case, what the forward gave)
     for args, dtype, seed, case in cases:
         reference = _randomise(make_reference(*args).to(dtype), seed)
-        module = _build(answer, args, f"{signature.split('(')[0]}{args}")
-        _copy_weights(module, reference)
-        n_cases += check_function(module.forward, reference.forward, [case], mistakes_for(reference), names=names)
-    return n_cases
+        mistakes = mistakes_for(reference)
+        try:
+            module = _build(answer, args, f"{signature.split('(')[0]}{args}")
+            _copy_weights(module, reference)
+            wrong, ran = run_cases(module.forward, reference.forward, [case], mistakes, differ)
+        except CheckFailed:  # not implemented, or a module that cannot be built for this case
+            if first is None:
+                raise
+            wrong, ran = None, []  # the first wrong case is reported, with no name
+        first = first or wrong
+        if not ran:
+            results = []
+            break
+        results += [(mistakes, c, got) for c, got in ran]
+    if first is not None:
+        raise CheckFailed(first, mistake=diagnose_each(results, differ))
+    return len(cases)

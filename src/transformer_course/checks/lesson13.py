@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -76,12 +77,22 @@ def _run_all(answer, cases: Sequence[Case], reference: Callable,
 # --- 13.1 BPE from scratch ------------------------------------------------------------------------------------
 
 
-def _slow_bpe(text: str, num_merges: int, *, words: bool = True, overlapping: bool = True, ties: str = "vocabulary",
-              update: bool = True, from_right: bool = False) -> list[tuple[str, str]]:
+#: How a mistaken answer cuts the text into words (None: the text is one word).
+_WORDS = {"split": str.split, "any whitespace first": re.compile(r"\s?\S+|\s").findall, None: lambda text: [text]}
+
+
+def _slow_bpe(text: str, num_merges: int, *, words: str | None = "pretokenize", overlapping: bool = True,
+              ties: str = "vocabulary", update: bool = True, from_right: bool = False,
+              word_counts: bool = True) -> list[tuple[str, str]]:
     """BPE recounted from scratch after every merge: with every default, the merges of ``bpe.train_bpe``; with one
-    argument changed, a classic mistake (merges across words; "aaa" counted as one ("a", "a"); ties broken by the
-    strings or by first occurrence; counts never updated; merging from the right)."""
-    pieces = [list(w) for w in (bpe.pretokenize(text) if words else [text])]
+    argument changed, a classic mistake (merges across words, or words cut another way; "aaa" counted as one ("a",
+    "a"); ties broken by the strings, by first occurrence or by the left token alone; counts never updated; merging
+    from the right; each distinct word counted once)."""
+    cut = bpe.pretokenize if words == "pretokenize" else _WORDS[words]
+    found_words = cut(text)
+    if not word_counts:
+        found_words = list(dict.fromkeys(found_words))
+    pieces = [list(w) for w in found_words]
     rank = {t: i for i, t in enumerate(sorted(set(text)))}
 
     def merge(tokens, pair):
@@ -120,6 +131,8 @@ def _slow_bpe(text: str, num_merges: int, *, words: bool = True, overlapping: bo
             best = min(found, key=lambda p: (-found[p], rank[p[0]], rank[p[1]]))
         elif ties == "strings":
             best = min(found, key=lambda p: (-found[p], p))
+        elif ties == "left token":  # the right token forgotten: among equal left tokens, the first counted
+            best = min(found, key=lambda p: (-found[p], rank[p[0]]))
         else:  # "first seen": Counter.most_common keeps the order in which pairs were first counted
             best = found.most_common(1)[0][0]
         merges.append(best)
@@ -128,23 +141,30 @@ def _slow_bpe(text: str, num_merges: int, *, words: bool = True, overlapping: bo
     return merges
 
 
+_TIES_HINT = ("ties are broken another way: among pairs with the same count, take the one whose left token comes "
+              "first in the vocabulary (characters in code-point order, then the merged tokens in the order they were "
+              "made), then the one whose right token does.")
+_WORDS_HINT = (r'the text is cut into other words: use re.findall(r" ?\S+|\s", text), so that a word keeps the one '
+               "space before it (merges such as (' ', 't') need it) and every other whitespace character (a newline, "
+               "the first of two spaces) is a word of its own.")
+
 BPE_MISTAKES = [
     Mistake("merges-across-words",
             "merges cross word boundaries: cut the text into words first (bpe.pretokenize: a space and the "
             "non-space characters after it, or one other whitespace character), count and merge inside words only.",
-            lambda t, n: _slow_bpe(t, n, words=False)),
+            lambda t, n: _slow_bpe(t, n, words=None)),
+    Mistake("words-cut-wrongly", _WORDS_HINT, lambda t, n: _slow_bpe(t, n, words="split")),
+    Mistake("words-cut-wrongly", _WORDS_HINT, lambda t, n: _slow_bpe(t, n, words="any whitespace first")),
+    Mistake("word-counts-ignored",
+            "each distinct word is counted once: a word that occurs k times holds its pairs k times, so add each "
+            "pair's count times the word's count (or count every word of the text, repeats included).",
+            lambda t, n: _slow_bpe(t, n, word_counts=False)),
     Mistake("overlapping-pair-counted-once",
             'a run like "aaa" is counted as one pair ("a", "a"): count a pair at every position where it occurs, '
             "so \"aaa\" holds it twice (merging still goes left to right: \"aaa\" -> \"aa\", \"a\").",
             lambda t, n: _slow_bpe(t, n, overlapping=False)),
-    Mistake("ties-broken-differently",
-            "ties are broken another way: among pairs with the same count, take the one whose left token comes first "
-            "in the vocabulary (characters in code-point order, then the merged tokens in the order they were made), "
-            "then the one whose right token does.", lambda t, n: _slow_bpe(t, n, ties="strings")),
-    Mistake("ties-broken-differently",
-            "ties are broken another way: among pairs with the same count, take the one whose left token comes first "
-            "in the vocabulary (characters in code-point order, then the merged tokens in the order they were made), "
-            "then the one whose right token does.", lambda t, n: _slow_bpe(t, n, ties="first seen")),
+    *[Mistake("ties-broken-differently", _TIES_HINT, functools.partial(_slow_bpe, ties=ties))
+      for ties in ("strings", "first seen", "left token")],
     Mistake("counts-not-updated",
             "the pair counts are not updated after a merge: count again (or update the counts of the words that "
             "held the pair), so that pairs with the new token can be merged in turn.",
@@ -155,15 +175,15 @@ BPE_MISTAKES = [
 ]
 
 #: Handwritten texts, each for one mistake: runs of one letter (overlapping pairs, merging direction), words
-#: that end and start alike (boundaries), tied counts, and merges that need merged tokens. The drawn cases add
-#: slices of Shakespeare.
+#: that end and start alike (boundaries), tied counts, merges that need merged tokens, and newlines (words cut
+#: another way). The drawn cases add slices of Shakespeare.
 BPE_TEXTS = [
-    ("runs of one letter", "aaa aaa aaaa b aaab aaaaa", 6),
+    ("runs of one letter", "b ab aaaa b ab", 6),
     ("runs against pairs", "xxx xxx xxx bcbc bc", 3),
     ("a word's end and the next one's start", "ab ba ab ba abba ba", 4),
     ("tied counts", "zy xw yz wx zy xw dc cd", 5),
     ("merges of merged tokens", "low lower lowest newest widest", 10),
-    ("more merges than pairs", "to be or not", 50),
+    ("more merges than pairs, and newlines", "to\nbe or\nnot", 50),
     ("no merges", "to be or not to be", 0),
 ]
 
@@ -221,8 +241,10 @@ LOOP_STEPS = 6
 
 
 def _reference_loop(model, batches, optimizer, scheduler, max_norm, *, zero_grad=True, clip="before", schedule="after",
-                    reduction="mean", train_mode=True):
-    """The loop of the exercise (every default); with one argument changed, a classic mistake."""
+                    reduction="mean", train_mode=True, shift_targets=False):
+    """The loop of the exercise (every default); with one argument changed, a classic mistake (``clip="value"``:
+    each gradient entry clipped to [-max_norm, max_norm]; ``shift_targets``: y shifted once more, as if it held the
+    tokens of x)."""
     if train_mode:
         model.train()
     losses = []
@@ -234,10 +256,14 @@ def _reference_loop(model, batches, optimizer, scheduler, max_norm, *, zero_grad
         if zero_grad:
             optimizer.zero_grad()
         logits = model(x)  # (B, n, |V|)
+        if shift_targets:
+            logits, y = logits[:, :-1], y[:, 1:]
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
         loss.backward()
         if clip == "before":
             nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        elif clip == "value":
+            nn.utils.clip_grad_value_(model.parameters(), max_norm)
         optimizer.step()
         if clip == "after":
             nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -370,6 +396,13 @@ LOOP_MISTAKES = [
     Mistake("loss-summed",
             "the loss is summed over the tokens: average it (F.cross_entropy's default reduction), so the step "
             "size does not grow with the batch.", _LoopRun(_reference_loop, reduction="sum")),
+    Mistake("clipped-by-value",
+            "each gradient entry is clipped to [-max_norm, max_norm] (clip_grad_value_): clip the gradients' total "
+            "norm instead, nn.utils.clip_grad_norm_(model.parameters(), max_norm), which keeps their direction.",
+            _LoopRun(_reference_loop, clip="value")),
+    Mistake("targets-shifted-twice",
+            "the targets are shifted again: y already holds the next token of each position of x, so compare "
+            "model(x) with y as it is, position for position.", _LoopRun(_reference_loop, shift_targets=True)),
     Mistake("eval-mode",
             "the model stays in eval mode, so dropout is off: call model.train() before training (the model "
             "comes in eval mode, as after an evaluation).", _LoopRun(_reference_loop, train_mode=False)),
@@ -424,13 +457,34 @@ def _course_weights() -> Weights:
     return Weights("the course checkpoint", checkpoint.config, checkpoint.state_dict, checkpoint.vocabulary)
 
 
+class _Unmasked(nn.Module):
+    """A block run without its causal mask (a mistake's variant): every position attends to the whole sequence."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x, mask=None, *, cache=None, is_causal=False):  # x (B, n, d) -> (B, n, d)
+        return self.block(x, None, cache=cache)
+
+
 def _package_model(weights: Weights, *, transpose: tuple[str, ...] = (), qkv: str = "qkv", final_norm: bool = True,
-                   position_shift: int = 0) -> nn.Module:
-    """The package's GPT loaded with ``weights`` (every default); with one argument changed, loaded as a classic
-    mistake loads it: attention weights transposed, Q/K/V swapped, no final norm, positions shifted by one."""
+                   position_shift: int = 0, causal: bool = True, activation: str = "gelu", norm_first: bool = True,
+                   scale: str = "head") -> nn.Module:
+    """The package's GPT loaded with ``weights`` (every default); with one argument changed, loaded or built as a
+    classic mistake has it: attention weights transposed, Q/K/V swapped, no final norm, positions shifted by one, no
+    causal mask, ReLU or the tanh GELU, post-norm blocks (the final norm kept), scores over sqrt(d_model)."""
+    import dataclasses
+
+    from transformer_course.blocks import make_norm
     from transformer_course.models import DecoderOnlyLM
 
-    model = DecoderOnlyLM(weights.config)
+    config = weights.config
+    model = DecoderOnlyLM(dataclasses.replace(config, activation="relu" if activation == "relu" else "gelu",
+                                              norm_first=norm_first))
+    if activation == "tanh":
+        for block in model.blocks:
+            block.ffn.activation = functools.partial(F.gelu, approximate="tanh")
     state = {k: v.clone() for k, v in weights.state_dict.items()}
     for key in list(state):
         parts = key.split(".")
@@ -439,10 +493,18 @@ def _package_model(weights: Weights, *, transpose: tuple[str, ...] = (), qkv: st
             state[key] = weights.state_dict[".".join([*parts[:3], source, parts[4]])].clone()
         if parts[-1] == "weight" and len(parts) == 5 and parts[3] in transpose:
             state[key] = state[key].T.contiguous()
+    if scale == "model":  # q.k / sqrt(d) is (q / sqrt(h)).k / sqrt(d / h): the queries scaled by 1 / sqrt(h)
+        for key in state:
+            if ".attention.W_q." in key:
+                state[key] = state[key] / config.num_heads ** 0.5
     if position_shift:
         rows = state["position_embedding.embedding.weight"]
         state["position_embedding.embedding.weight"] = torch.cat([rows[position_shift:], rows[-position_shift:]])
+    if not norm_first:  # the package's post-norm model has no final norm: a learner's keeps it
+        model.norm = make_norm(config.norm, config.d_model)
     model.load_state_dict(state)
+    if not causal:
+        model.blocks = nn.ModuleList(_Unmasked(block) for block in model.blocks)
     if not final_norm:
         model.norm = nn.Identity()
     return model.eval()
@@ -495,6 +557,9 @@ class _GPTRun:
             _FLAGS["untied-head"] = _untied_head(model, weights)
         with torch.no_grad():
             logits = model(tokens)
+        if self.build is not None:  # on every case so far: the logits off by one vector, as a head's bias puts them
+            expected = _GPTRun()(weights, tokens, prompt, steps)[0]
+            _FLAGS["head-bias"] = _FLAGS.get("head-bias", True) and _off_by_one_vector(expected, logits)
         if not self.greedy:  # a mistake's variant, named by its logits alone
             return logits, None, None
         ids, margins = _greedy(model, prompt, steps, weights.config.max_len)
@@ -508,6 +573,15 @@ def _untied_head(model: nn.Module, weights: Weights) -> bool:
     same_shape = [p for p in model.parameters() if p.shape == embedding.shape]
     return len(same_shape) >= 2 and any(torch.equal(p.detach(), embedding) for p in same_shape) and not all(
         torch.equal(p.detach(), embedding) for p in same_shape)
+
+
+def _off_by_one_vector(expected: torch.Tensor, got) -> bool:
+    """True when ``got`` (B, n, |V|) differs from ``expected`` by the same nonzero vector (|V|,) at every position."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
+        return False
+    diff = (got.detach().double() - expected.double()).flatten(0, -2)  # (B n, |V|)
+    tol = 1e-4 * max(1.0, expected.abs().max().item())
+    return bool(diff[0].abs().max() > tol and (diff - diff[0]).abs().max() <= tol)
 
 
 def _gpt_cases() -> list[Case]:
@@ -573,8 +647,26 @@ GPT_MISTAKES = [
     Mistake("positions-off-by-one",
             "the positions are off by one: the first token has position 0, so position embedding row t goes with "
             "token t.", _GPTRun(greedy=False, position_shift=1)),
+    Mistake("no-causal-mask",
+            "the attention is not causal: position t may attend to positions 0..t only, so mask the scores of later "
+            "positions with -inf before the softmax (or F.scaled_dot_product_attention(..., is_causal=True)).",
+            _GPTRun(greedy=False, causal=False)),
+    Mistake("scores-scaled-by-d-model",
+            "the scores are divided by sqrt(d_model): each head divides its q.k by the square root of its own width, "
+            "sqrt(d_model / num_heads).", _GPTRun(greedy=False, scale="model")),
+    *[Mistake("not-exact-gelu",
+              "the FFN's activation is not the exact GELU: use F.gelu(x) (nn.GELU()), not ReLU and not the tanh "
+              "approximation (approximate='tanh', GPT-2's gelu_new).", _GPTRun(greedy=False, activation=kind))
+      for kind in ("relu", "tanh")],
+    Mistake("post-norm-blocks",
+            "the blocks are post-norm, LN(x + sublayer(x)): the checkpoint's blocks are pre-norm, "
+            "x + sublayer(LN(x)), for the attention and the FFN alike.", _GPTRun(greedy=False, norm_first=False)),
 ]
 
+HEAD_BIAS = Mistake("head-has-bias",
+                    "the output head has a bias: the checkpoint's head is the token embedding and has none "
+                    "(nn.Linear(d_model, vocab_size, bias=False)); a bias left as initialised moves every position's "
+                    "logits by the same vector.")
 HEAD_NOT_TIED = Mistake("head-not-tied",
                         "the output head is not tied to the token embedding: the checkpoint's head.weight is the "
                         "token embedding (tie_weights), so your head must use that matrix (tie it, or copy it).")
@@ -595,6 +687,9 @@ def check_gpt(answer) -> int:
     try:
         return _verdict(_run_all(run, _gpt_cases(), _GPTRun()), _same_gpt, GPT_MISTAKES)
     except CheckFailed as failure:
+        # Named from what the learner's model showed on every case it ran on, when no variant explains the results.
+        if failure.mistake is None and _FLAGS.get("head-bias"):
+            raise CheckFailed(failure.message, mistake=HEAD_BIAS) from None
         if failure.mistake is None and _FLAGS.get("untied-head"):
             raise CheckFailed(failure.message, mistake=HEAD_NOT_TIED) from None
         raise

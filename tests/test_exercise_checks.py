@@ -189,24 +189,31 @@ def test_the_cached_stack_step_of_10_3_is_the_last_row_of_the_full_computation()
 # --- cases that separate every mistake (issue 34) ---------------------------------------------------------------------
 
 SEEDS = [None, 1, 2, 3, 4, 5]  # the public cases and five cases seeds
+# Checks that run for seconds a seed (02.3 measures variances over 8,192 pairs, 13.2 trains, 13.3 runs GPTs): two more
+# seeds; the others five. Exercises graded by a trained model (12.4, 13.4) draw their held-out samples from the seed
+# and are tested under the public and the hidden cases above.
+FEWER_SEEDS = {"02.3", "13.2", "13.3"}
+SWEPT = [pytest.param(ex, seed, id=f"{ex}-seed {seed}")
+         for ex in sorted(set(TABLES) - set(SOLUTION_COUNTS))
+         for seed in (SEEDS[1:3] if ex in FEWER_SEEDS else SEEDS[1:])]
 
 
-@pytest.mark.parametrize("exercise_id", ["12.1", "12.2", "12.3"])
-@pytest.mark.parametrize("seed", SEEDS[1:])
+@pytest.mark.parametrize("exercise_id, seed", SWEPT)
 def test_wrong_answers_are_rejected_under_any_cases_seed(exercise_id, seed, monkeypatch):
-    """Every known-wrong answer is rejected under five more cases seeds, with its own mistake's name or none."""
+    """Every known-wrong answer is rejected under more cases seeds, with its own mistake's name or none, and every
+    correct alternative passes."""
     monkeypatch.setattr(core, "CASES_SEED", seed)
     wrong, right = TABLES[exercise_id]
     for name, (answer, hint) in wrong.items():
         with pytest.raises(CheckFailed) as failure:
-            check(exercise_id, answer)
+            check(exercise_id, _built(answer))
         assert hint in str(failure.value), f"{name}: {failure.value}"
         named = failure.value.mistake
         assert named is None or hint in named.hint, f"{name}: named {named.id!r}"
         if name in MISTAKE_IDS.get(exercise_id, {}):
             assert (named.id if named else None) == MISTAKE_IDS[exercise_id][name], f"{name}: {failure.value}"
     for answer in right.values():
-        check(exercise_id, answer)
+        check(exercise_id, _built(answer))
 
 
 #: 12.3's cases before issue 34 (same fields as lesson12.BEAM_CASES): they let through a search whose final choice

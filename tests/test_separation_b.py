@@ -1,7 +1,8 @@
 """Cases that separate every plausible mistake of lessons 05-08 (issue 34, items 1 and 2).
 
-tests/test_exercise_checks.py holds the answers' verdicts under the public cases and one cases seed; here, the same
-answers under five more seeds, and for the checks of modules (07.2, 07.3, 08.1, 08.2, 08.4), whose mistakes are named
+tests/test_exercise_checks.py holds the answers' verdicts under the public cases and every cases seed; here, for the
+checks that compare a function's results, that no two mistakes agree on every case under each seed, and for the checks
+of modules (07.2, 07.3, 08.1, 08.2, 08.4), whose mistakes are named
 from one case at a time, a proof that on every case no two mistakes give the same output.
 """
 
@@ -10,30 +11,9 @@ import itertools
 import pytest
 import torch
 
-from tests.test_exercise_checks import MISTAKE_IDS, SEEDS, TABLES, _named_mistake_problems
+from tests.test_exercise_checks import SEEDS, TABLES, _named_mistake_problems
 from transformer_course.checks import REGISTRY, CheckFailed, check, core, lesson05, lesson06, lesson07, lesson08
 from transformer_course.checks.modules import _randomise
-
-EXERCISES = ["05.1", "05.2", "06.1", "06.2", "07.1", "07.2", "07.3", "08.1", "08.2", "08.3", "08.4"]
-
-
-@pytest.mark.parametrize("exercise_id", EXERCISES)
-@pytest.mark.parametrize("seed", SEEDS[1:])
-def test_wrong_answers_of_lessons_05_to_08_are_rejected_under_any_cases_seed(exercise_id, seed, monkeypatch):
-    """Every known-wrong answer is rejected under five more cases seeds, with its own mistake's name or none, and
-    every correct alternative passes."""
-    monkeypatch.setattr(core, "CASES_SEED", seed)
-    wrong, right = TABLES[exercise_id]
-    for name, (answer, hint) in wrong.items():
-        with pytest.raises(CheckFailed) as failure:
-            check(exercise_id, answer)
-        assert hint in str(failure.value), f"{name}: {failure.value}"
-        named = failure.value.mistake
-        assert named is None or hint in named.hint, f"{name}: named {named.id!r}"
-        if name in MISTAKE_IDS.get(exercise_id, {}):
-            assert (named.id if named else None) == MISTAKE_IDS[exercise_id][name], f"{name}: {failure.value}"
-    for answer in right.values():
-        check(exercise_id, answer)
 
 
 @pytest.mark.parametrize("exercise_id", ["05.1", "05.2", "06.1", "06.2", "07.1", "08.3"])

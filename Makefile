@@ -24,7 +24,7 @@ help:
 	@echo "make book        build the HTML book into _build/html (sets up .venv first)"
 	@echo "make slides      build a reveal.js slide deck per lesson into _build/slides (make book builds them too)"
 	@echo "make test        lint, unit tests, check tests, notebook tests, book build (sets up .venv first)"
-	@echo "make test-fast    lint and the package, checks and authoring tests (no notebooks, grading runs, book): < 1 min"
+	@echo "make test-fast    lint and the package, checks and authoring tests (no notebooks, grading runs, book): about 90 s"
 	@echo "make test-portable  re-run lessons and solutions with nbval under two other numerics configurations"
 	@echo "make test-torch TORCH=2.15.0  re-run lessons and solutions with nbval under another PyTorch release"
 	@echo "make lab         open JupyterLab on the exercise notebooks"

@@ -193,7 +193,8 @@ SEEDS = [None, 1, 2, 3, 4, 5]  # the public cases and five cases seeds
 # seeds; the others five. Exercises graded by a trained model (12.4, 13.4) draw their held-out samples from the seed
 # and are tested under the public and the hidden cases above.
 FEWER_SEEDS = {"02.3", "13.2", "13.3"}
-SWEPT = [pytest.param(ex, seed, id=f"{ex}-seed {seed}")
+# Marked slow (make test runs it, make test-fast does not): about a minute of CPU for every seed of every exercise.
+SWEPT = [pytest.param(ex, seed, id=f"{ex}-seed {seed}", marks=pytest.mark.slow)
          for ex in sorted(set(TABLES) - set(SOLUTION_COUNTS))
          for seed in (SEEDS[1:3] if ex in FEWER_SEEDS else SEEDS[1:])]
 

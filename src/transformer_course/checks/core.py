@@ -372,8 +372,8 @@ def run_cases(
     answer,
     reference: Callable,
     cases: Sequence[Case],
-    mistakes: Sequence[Mistake] = (),
-    differ: Callable[[object, object, Case], str | None] | None = None,
+    mistakes: Sequence[Mistake],
+    differ: Callable[[object, object, Case], str | None],
 ) -> tuple[str | None, list[tuple[Case, object]]]:
     """Run ``answer`` and ``reference`` on every case: (the message of the first case it gets wrong, or None; the
     ``(case, got)`` of every case, for :func:`diagnose`, or [] when a later case stopped the answer from running).
@@ -381,8 +381,6 @@ def run_cases(
     ``got`` is the answer's output, or the error it raised. A CheckFailed that carries no error of the learner's (not
     implemented yet, or one the answer raised itself) is raised as it is when no case went wrong before it.
     """
-    if differ is None:
-        differ = default_differ()
     first, results = None, []
     for case in cases:
         expected = reference(*case.fresh_args())

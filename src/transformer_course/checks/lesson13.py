@@ -8,6 +8,7 @@ reference reproduces the learner's results on every case (issue 34: no name is b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 import re
@@ -77,8 +78,10 @@ def _run_all(answer, cases: Sequence[Case], reference: Callable,
 # --- 13.1 BPE from scratch ------------------------------------------------------------------------------------
 
 
-#: How a mistaken answer cuts the text into words (None: the text is one word).
-_WORDS = {"split": str.split, "any whitespace first": re.compile(r"\s?\S+|\s").findall, None: lambda text: [text]}
+#: How an answer cuts the text into words: the exercise's way (bpe.pretokenize), and mistaken ones (None: the text
+#: is one word).
+_WORDS = {"pretokenize": bpe.pretokenize, "split": str.split, "any whitespace first": re.compile(r"\s?\S+|\s").findall,
+          None: lambda text: [text]}
 
 
 def _slow_bpe(text: str, num_merges: int, *, words: str | None = "pretokenize", overlapping: bool = True,
@@ -88,8 +91,7 @@ def _slow_bpe(text: str, num_merges: int, *, words: str | None = "pretokenize", 
     argument changed, a classic mistake (merges across words, or words cut another way; "aaa" counted as one ("a",
     "a"); ties broken by the strings, by first occurrence or by the left token alone; counts never updated; merging
     from the right; each distinct word counted once)."""
-    cut = bpe.pretokenize if words == "pretokenize" else _WORDS[words]
-    found_words = cut(text)
+    found_words = _WORDS[words](text)
     if not word_counts:
         found_words = list(dict.fromkeys(found_words))
     pieces = [list(w) for w in found_words]
@@ -474,8 +476,6 @@ def _package_model(weights: Weights, *, transpose: tuple[str, ...] = (), qkv: st
     """The package's GPT loaded with ``weights`` (every default); with one argument changed, loaded or built as a
     classic mistake has it: attention weights transposed, Q/K/V swapped, no final norm, positions shifted by one, no
     causal mask, ReLU or the tanh GELU, post-norm blocks (the final norm kept), scores over sqrt(d_model)."""
-    import dataclasses
-
     from transformer_course.blocks import make_norm
     from transformer_course.models import DecoderOnlyLM
 

@@ -132,11 +132,9 @@ def check_module(
         except CheckFailed:  # not implemented, or a module that cannot be built for this case
             if first is None:
                 raise
-            wrong, ran = None, []  # the first wrong case is reported, with no name
-        first = first or wrong
-        if not ran:
-            results = []
+            results = []  # the answer stopped running: the first wrong case is reported, with no name
             break
+        first = first or wrong
         results += [(mistakes, c, got) for c, got in ran]
     if first is not None:
         raise CheckFailed(first, mistake=diagnose_each(results, differ))

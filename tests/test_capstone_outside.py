@@ -46,19 +46,14 @@ def test_only_the_package_model_itself_leaves_the_kernel_as_data():
     assert [capstone.model_as_data(m) for m in (subclass, grown, LookUp(), None)] == [None] * 4
 
 
-def _patched_weak(tmp_path, monkeypatch, capsys):
-    numbers = capstone.held_out_numbers()
-    table = {n: capstone._german(n) for n in numbers}  # written before the check switches the library off
+@pytest.mark.slow  # the capstone's tokenizers and one decoding of 240 numbers by the stored weak model
+def test_a_package_model_whose_forward_looks_the_german_up_is_graded_on_its_weights(tmp_path, monkeypatch, capsys):
+    table = {n: capstone._german(n) for n in capstone.held_out_numbers()}  # filled before the library is switched off
     model = stored_weak()
     model.forward = LookUp(table.__getitem__).forward  # the instance's forward looks the German up
     monkeypatch.setenv(kernel.RECORDS_ENV, str(tmp_path))
     kernel.recording_check("12.4", model)
-    return capsys.readouterr().out
-
-
-@pytest.mark.slow  # the capstone's tokenizers and one decoding of 240 numbers by the stored weak model
-def test_a_package_model_whose_forward_looks_the_german_up_is_graded_on_its_weights(tmp_path, monkeypatch, capsys):
-    printed = _patched_weak(tmp_path, monkeypatch, capsys)
+    printed = capsys.readouterr().out
     assert "4/4 points: exact match 100.0%" in printed  # inside the kernel, the lookup is perfect
     found = confirm("12.4", tmp_path / "12.4.pt")
     # Outside, the weights alone: what tests/test_capstone.py measures for this model, part of the points.

@@ -349,7 +349,7 @@ _PLAIN = (bool, int, float, str)
 def model_as_data(answer) -> dict | None:
     """A model that is exactly the package's Seq2SeqTransformer (not a subclass), as plain data:
     ``{"config": {field: value}, "state": {name: CPU tensor}}``; None for any other answer, or for one the grader
-    could not rebuild (layers added to or swapped in the instance): that one is decoded in the kernel."""
+    could not rebuild (an instance whose weights no longer fit its config): that one is decoded in the kernel."""
     if type(answer) is not Seq2SeqTransformer or type(getattr(answer, "config", None)) is not Seq2SeqConfig:
         return None
     try:

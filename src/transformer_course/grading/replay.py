@@ -167,8 +167,8 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
     except CheckFailed as failure:
         return Confirmation("failed", str(failure), **how)
     except Exception as error:  # noqa: BLE001 - a replay that crashes confirms nothing
-        return Confirmation("failed", f"the recorded results could not be re-checked ({type(error).__name__})",
-                            **how)
+        what = "results" if rebuilt is None else "answer"
+        return Confirmation("failed", f"the recorded {what} could not be re-checked ({type(error).__name__})", **how)
     finally:
         core.CASES_SEED = previous_seed
         torch.set_rng_state(state)

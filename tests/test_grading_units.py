@@ -599,7 +599,7 @@ def test_the_capstone_is_re_scored_outside_the_kernel_from_the_ids_its_model_wro
     the check translates): the record holds the token ids; the re-check decodes and scores them itself."""
     from tests.answers.capstone import LookUp
     from transformer_course.checks import capstone
-    from transformer_course.grading.replay import confirm
+    from transformer_course.grading.replay import DECODED_IN_KERNEL, confirm
 
     numbers = capstone.held_out_numbers()
     right = {n: capstone._german(n) for n in numbers}
@@ -609,7 +609,10 @@ def test_the_capstone_is_re_scored_outside_the_kernel_from_the_ids_its_model_wro
     assert (found.verdict, found.points) == ("passed", 4)
     n = capstone.SAMPLE
     assert found.message == f"4/4 points: exact match 100.0% ({n} of {n} held-out numbers), chrF 100.0"
+    # Not the package's Seq2SeqTransformer: the grader cannot rebuild it, so the points rest on the kernel's ids.
+    assert not found.rebuilt and found.review == DECODED_IN_KERNEL
     record = torch.load(tmp_path / "12.4.pt", weights_only=True)
+    assert "answer" not in record
     (kind, ids, rng), = record["calls"]
     assert kind == "value" and ids.dtype == torch.long and ids.shape[0] == capstone.SAMPLE
 

@@ -11,11 +11,16 @@ grader's ``--cases-seed`` draws its sample from the other half, so no public num
 own :func:`~transformer_course.generation.greedy_decode`, and scores the translations against ``num2words``: exact match
 and chrF (``sacrebleu``). The points come in bands (:data:`BANDS`): full marks need exact match >= 95%.
 
-Re-checked outside the kernel: the learner's model is called once, through ``core.call_answer``, by a function
-that decodes the held-out sources inside the kernel and returns the token ids; the grader records those ids and
-scores them again in its own process (``grading/replay.py``), against references it computes itself.
+Graded outside the kernel: a model that is exactly the package's :class:`~transformer_course.models.Seq2SeqTransformer`
+leaves the learner's kernel as plain data, its configuration and its weights (:func:`model_as_data`); the grader
+rebuilds it from its own copy of the package (:func:`model_from_data`) and runs this check on it in its own process
+(``grading/replay.py``), where no learner code runs: an instance whose ``forward`` was replaced, or a model that
+reaches num2words however it can, is graded on its weights alone. Any other model (the learner's own module, a
+wrapper of ``nn.Transformer``, a subclass) can only be run in the kernel: it is called once, through
+``core.call_answer``, by a function that decodes the held-out sources and returns the token ids; the grader scores
+those ids again against references it computes itself, and the gradebook row asks the instructor to review the code.
 
-Not a lookup: while the model translates, ``num2words`` and the course's number-word generator raise
+Not a lookup, in the kernel: while the model translates, ``num2words`` and the course's number-word generator raise
 (:func:`library_switched_off`), so a "translator" whose forward reads the English and calls the library fails
 with a message that says so (and the grader flags code that imports them: ``grading/prepare.py``).
 """
@@ -23,6 +28,7 @@ with a message that says so (and the grader flags code that imports them: ``grad
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import random
 import sys
@@ -46,7 +52,7 @@ from transformer_course.checks.core import (
     require_trained_model,
 )
 from transformer_course.generation import greedy_decode
-from transformer_course.models import Seq2SeqTransformer
+from transformer_course.models import Seq2SeqConfig, Seq2SeqTransformer
 from transformer_course.tokenization import BPETokenizer, train_bpe
 
 LANG = "de"
@@ -334,7 +340,81 @@ def _examples(english: list[str], hypotheses: list[str], references: list[str], 
     return "".join(f"\n  {e!r}: expected {r!r}, got {h[:80]!r}" for e, r, h in wrong)
 
 
-@exercise("12.4", title="Capstone: your own translator", points=POINTS)
+# --- the model as plain data, rebuilt by the grader outside the learner's kernel -------------------------------
+
+MAX_POSITION_VALUES = 2**24  # max_len x d_model: the positional table a rebuilt model computes (not a weight)
+_PLAIN = (bool, int, float, str)
+
+
+def model_as_data(answer) -> dict | None:
+    """A model that is exactly the package's Seq2SeqTransformer (not a subclass), as plain data:
+    ``{"config": {field: value}, "state": {name: CPU tensor}}``; None for any other answer, or for one the grader
+    could not rebuild (an instance whose weights no longer fit its config): that one is decoded in the kernel."""
+    if type(answer) is not Seq2SeqTransformer or type(getattr(answer, "config", None)) is not Seq2SeqConfig:
+        return None
+    try:
+        config = {f.name: getattr(answer.config, f.name) for f in dataclasses.fields(Seq2SeqConfig)}
+        state = {name: torch.Tensor.detach(t).to("cpu").clone() for name, t in answer.state_dict().items()}
+        found = {"config": config, "state": state}
+        model_from_data(found)  # what the grader will do: refused here, the model is decoded in the kernel instead
+    except Exception:  # noqa: BLE001 - whatever the instance holds, the kernel's decoding remains
+        return None
+    return found
+
+
+def _differences(expected: dict[str, tuple], got: dict[str, tuple]) -> str:
+    missing, extra = sorted(expected.keys() - got.keys()), sorted(got.keys() - expected.keys())
+    shapes = [f"{k} {got[k]} (expected {expected[k]})" for k in sorted(expected.keys() & got.keys())
+              if got[k] != expected[k]]
+    parts = [f"{what}: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+             for what, names in (("missing", missing), ("unexpected", extra), ("other shapes", shapes)) if names]
+    return "; ".join(parts)
+
+
+def model_from_data(found) -> Seq2SeqTransformer:
+    """The Seq2SeqTransformer that :func:`model_as_data` wrote, rebuilt from this process's package: the config's
+    fields checked by Seq2SeqConfig, the weights loaded strictly (every name and shape), in eval mode on the CPU.
+
+    Raises ValueError or TypeError naming what does not fit (a field, a key, a shape, a dtype, a size)."""
+    if type(found) is not dict or set(found) != {"config", "state"}:
+        got = f"the keys {sorted(map(str, found))}" if type(found) is dict else _validate.describe(found)
+        raise ValueError(f"the model must be recorded as {{'config': ..., 'state': ...}}, got {got}")
+    config, state = found["config"], found["state"]
+    names = {f.name: () for f in dataclasses.fields(Seq2SeqConfig)}
+    if type(config) is not dict:
+        raise ValueError(f"the model's config must be a dict of Seq2SeqConfig's fields, got "
+                         f"{_validate.describe(config)}")
+    problems = [_differences(names, {str(k): () for k in config})]
+    problems += [f"{k} is a {type(v).__name__}" for k, v in config.items() if type(v) not in _PLAIN][:3]
+    if any(problems):
+        raise ValueError("the model's config must hold exactly Seq2SeqConfig's fields, each a number, a string or a "
+                         f"boolean ({'; '.join(p for p in problems if p)})")
+    c = Seq2SeqConfig(**config)  # every field checked: a ValueError or TypeError names a bad one
+    bad = next((f"{k!r}: {_validate.describe(v)}" for k, v in state.items() if type(k) is not str
+                or type(v) is not torch.Tensor), None) if type(state) is dict else _validate.describe(state)
+    if bad is not None:
+        raise ValueError(f"the model's weights must be a dict of names to tensors, got {bad}")
+    # Bounds that every real model meets (its embeddings and FFN matrices are among its weights), checked before
+    # anything is built: a forged config cannot make the grader build a model larger than the record.
+    values = sum(t.numel() for t in state.values())
+    if c.num_encoder_layers + c.num_decoder_layers > len(state) or c.max_len * c.d_model > MAX_POSITION_VALUES \
+            or c.d_model * max(c.src_vocab_size, c.tgt_vocab_size, c.d_ff) > values:
+        raise ValueError(f"the model's config describes a larger model than its {values:,} recorded weights")
+    with torch.random.fork_rng(devices=[]):  # its initial weights, overwritten below, draw nothing of the caller's
+        model = Seq2SeqTransformer(c)
+    differences = _differences({k: tuple(t.shape) for k, t in model.state_dict().items()},
+                               {k: tuple(t.shape) for k, t in state.items()})
+    if differences:
+        raise ValueError(f"the model's weights do not fit its config ({differences})")
+    dtypes = {t.dtype for t in state.values()}
+    if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
+        raise ValueError(f"the model's weights must share one floating-point dtype, got {sorted(map(str, dtypes))}")
+    model.to(dtypes.pop()).load_state_dict(state, strict=True)
+    return model.eval()
+
+
+@exercise("12.4", title="Capstone: your own translator", points=POINTS, as_data=model_as_data,
+          from_data=model_from_data)
 def check_capstone(answer) -> Score:
     numbers = held_out_numbers()
     source, target = _tokenizers()

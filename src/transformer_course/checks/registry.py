@@ -20,6 +20,12 @@ class Exercise:
     title: str
     points: int
     checker: Callable[[object], object]  # answer -> the cases passed (int) or a Score; raises CheckFailed
+    # An answer the grader rebuilds in its own process and checks there, where no learner code runs (the capstone's
+    # model, as its weights): as_data(answer) -> plain data (tensors, numbers, strings, dicts), or None for an
+    # answer that cannot be rebuilt; from_data(data) -> the answer, raising ValueError or TypeError on data that
+    # does not describe one. None for the exercises whose recorded results are re-checked instead.
+    as_data: Callable[[object], object] | None = None
+    from_data: Callable[[object], object] | None = None
 
     @property
     def lesson(self) -> str:
@@ -30,13 +36,17 @@ class Exercise:
 REGISTRY: dict[str, Exercise] = {}
 
 
-def exercise(id: str, title: str, points: int) -> Callable:
-    """Register the decorated function as the checker of exercise ``id`` (e.g. ``"02.1"``)."""
+def exercise(id: str, title: str, points: int, *, as_data: Callable | None = None,
+             from_data: Callable | None = None) -> Callable:
+    """Register the decorated function as the checker of exercise ``id`` (e.g. ``"02.1"``); ``as_data`` and
+    ``from_data``: see :class:`Exercise` (both or neither)."""
+    if (as_data is None) != (from_data is None):
+        raise ValueError(f"exercise {id!r}: give both as_data and from_data, or neither")
 
     def register(checker: Callable[[object], object]) -> Callable[[object], object]:
         if id in REGISTRY:
             raise ValueError(f"exercise {id!r} is registered twice")
-        REGISTRY[id] = Exercise(id, title, points, checker)
+        REGISTRY[id] = Exercise(id, title, points, checker, as_data, from_data)
         return checker
 
     return register

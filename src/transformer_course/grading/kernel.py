@@ -9,7 +9,9 @@ The grader executes each released check cell as::
 It runs the ordinary :func:`transformer_course.checks.core.check` (same cases, same messages) while
 :data:`core.CALL_RECORDER` keeps a plain copy of everything the learner's function returned. When the
 check passes, the copies are saved (``torch.save``) to ``$TRANSFORMER_COURSE_GRADE_RECORDS/<id>.pt``;
-the grader re-runs the exercise's checker on them outside this kernel (:mod:`.replay`). Code in this
+the grader re-runs the exercise's checker on them outside this kernel (:mod:`.replay`). For an exercise that
+registers ``as_data`` (the capstone), the record also holds the answer itself as plain data (the model's config
+and weights), which the grader rebuilds and checks in its own process instead. Code in this
 process can be altered by the learner, so nothing here decides a grade: a missing, altered or forged
 record can only make a pass fail its confirmation, never make a wrong answer pass.
 
@@ -32,6 +34,7 @@ CASES_ENV = "TRANSFORMER_COURSE_GRADE_CASES_SEED"  # the grader's --cases-seed, 
 MISTAKE_SUFFIX = ".mistake"  # <records>/<exercise id>.mistake: the id of the mistake a failed check recognised
 OPAQUE = "__opaque__"
 SEED = 2017  # torch's global generator during a graded check, in the kernel and in the replay
+MAX_RECORD_BYTES = 64 * 2**20  # the most the grader reads of a record
 _MAX_DEPTH = 4
 
 
@@ -116,4 +119,40 @@ def recording_check(exercise_id: str, answer) -> None:
         core.CALL_RECORDER, core.CASES_SEED = previous, previous_seed
         torch.set_rng_state(state)
     if folder:
-        torch.save({"exercise": exercise_id, "calls": calls}, Path(folder) / f"{exercise_id}.pt")
+        (Path(folder) / f"{exercise_id}.pt").write_bytes(_record_bytes(exercise_id, calls, answer))
+
+
+def _as_data(exercise_id: str, answer):
+    """The answer as plain data for an exercise the grader rebuilds outside the kernel (the capstone's model), or
+    None: then the grader re-checks the recorded results, and the row says so."""
+    from transformer_course.checks import REGISTRY
+
+    ex = REGISTRY.get(exercise_id)
+    if ex is None or ex.as_data is None:
+        return None
+    try:
+        return ex.as_data(answer)
+    except Exception:  # noqa: BLE001 - no data: the recorded results remain
+        return None
+
+
+def _record_bytes(exercise_id: str, calls: list, answer) -> bytes:
+    """The saved record: the recorded calls, and the answer as data when the exercise takes it and the record
+    still fits within :data:`MAX_RECORD_BYTES`."""
+    record = {"exercise": exercise_id, "calls": calls}
+    data = _as_data(exercise_id, answer)
+    if data is not None:
+        saved = _saved({**record, "answer": data})
+        if len(saved) <= MAX_RECORD_BYTES:
+            return saved
+    return _saved(record)
+
+
+def _saved(record: dict) -> bytes:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(record, buffer)
+    return buffer.getvalue()

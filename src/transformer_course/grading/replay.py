@@ -14,6 +14,12 @@ parameter names and shapes (``checks.modules``). Checkers that call the learner'
 
 A checker that grades by bands returns a ``registry.Score``: the points come from this re-check alone (the kernel
 only prints them), "partial" when they are fewer than the exercise's.
+
+An exercise that registers ``from_data`` (the capstone) is not replayed from results when its record holds the
+answer itself as data: the answer is rebuilt here, from this process's package, and the checker runs on it, so no
+learner code takes part in the verdict (a forged or malformed answer is a "bad_record"). When the record holds no
+such data (the learner's own kind of model), the recorded results are re-checked as for any exercise, and the
+confirmation carries a review note saying that the points rest on results the kernel produced.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from transformer_course.grading.kernel import OPAQUE, SEED
+from transformer_course.grading.kernel import MAX_RECORD_BYTES, OPAQUE, SEED
 
-MAX_RECORD_BYTES = 64 * 2**20
+# The review note of a check re-scored from results the kernel produced, where the grader could have rebuilt a
+# course model and checked it itself (it reads "[review the code: it ...]").
+DECODED_IN_KERNEL = ("was graded on results its own kernel produced: its answer is not a model the grader can "
+                     "rebuild from its weights (the course's Seq2SeqTransformer)")
 
 
 # "partial": a checker that grades by bands (``registry.Score``) gave part of the points; "unconfirmed": the checker
@@ -42,6 +51,8 @@ class Confirmation:
     message: str = ""  # why it failed; for a checker that returns a Score, "3/4 points: <what was measured>"
     cases: int = 0
     points: int | None = None  # for a checker that returns a Score: the points the re-check gave
+    rebuilt: bool = False  # the checker ran on the answer rebuilt from its recorded data, not on recorded results
+    review: str = ""  # a review note on how the answer was checked (DECODED_IN_KERNEL), or ""
 
 
 class _NotReplayable(BaseException):
@@ -85,7 +96,8 @@ def read_regular_file(path: Path, limit: int, *, tail: bool = False) -> bytes:
     return data[-limit:]
 
 
-def _load(path: Path) -> list:
+def _load(path: Path) -> tuple[list, object]:
+    """The recorded calls, and the answer's data (None when the record holds none)."""
     import io
 
     import torch
@@ -97,12 +109,13 @@ def _load(path: Path) -> list:
         and c[2].dtype == torch.uint8 for c in calls
     ):
         raise ValueError("malformed record")
-    return calls
+    return calls, data.get("answer")
 
 
 def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Confirmation:
-    """Re-run exercise ``exercise_id``'s checker on the results recorded in ``record``, on the cases drawn
-    from ``cases_seed`` (None: the public cases), as the kernel's check did.
+    """Re-run exercise ``exercise_id``'s checker on the results recorded in ``record`` (or on the answer rebuilt
+    from the record's data, for an exercise that registers ``from_data``), on the cases drawn from ``cases_seed``
+    (None: the public cases), as the kernel's check did.
 
     Not thread-safe (it seeds torch's global generator): the grader runs one replay at a time.
     """
@@ -114,12 +127,20 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
     if not os.path.lexists(record):
         return Confirmation("no_record")
     try:
-        calls = _load(record)
+        calls, data = _load(record)
     except Exception as error:  # noqa: BLE001 - anything unreadable is not a confirmation
         return Confirmation("bad_record", f"{type(error).__name__}: {error}"[:200])
     ex = REGISTRY.get(exercise_id)
     if ex is None:
         return Confirmation("unconfirmed", "the exercise is not registered in this installation")
+    rebuilt = None
+    if ex.from_data is not None and data is not None:
+        try:
+            rebuilt = ex.from_data(data)
+        except Exception as error:  # noqa: BLE001 - forged or malformed data is not a confirmation
+            return Confirmation("bad_record", f"the recorded answer cannot be rebuilt: {error}"[:300])
+    how = {"rebuilt": rebuilt is not None,
+           "review": DECODED_IN_KERNEL if ex.from_data is not None and rebuilt is None else ""}
     pending = iter(calls)
     entry = core._call_answer.__code__
 
@@ -140,22 +161,23 @@ def confirm(exercise_id: str, record: Path, cases_seed: int | None = None) -> Co
     previous_seed, core.CASES_SEED = core.CASES_SEED, cases_seed
     torch.manual_seed(core.case_seed(SEED))
     try:
-        result = ex.checker(recorded_answer)
+        result = ex.checker(recorded_answer if rebuilt is None else rebuilt)
     except _NotReplayable:
         return Confirmation("unconfirmed")
     except CheckFailed as failure:
-        return Confirmation("failed", str(failure))
+        return Confirmation("failed", str(failure), **how)
     except Exception as error:  # noqa: BLE001 - a replay that crashes confirms nothing
-        return Confirmation("failed", f"the recorded results could not be re-checked ({type(error).__name__})")
+        what = "results" if rebuilt is None else "answer"
+        return Confirmation("failed", f"the recorded {what} could not be re-checked ({type(error).__name__})", **how)
     finally:
         core.CASES_SEED = previous_seed
         torch.set_rng_state(state)
-    if next(pending, None) is not None:
+    if rebuilt is None and next(pending, None) is not None:
         return Confirmation("failed", "the kernel recorded more results than the check asks for")
     score = score_of(ex, result)  # as the kernel's check read it
     if not isinstance(result, Score):
-        return Confirmation("passed", cases=score.cases)
+        return Confirmation("passed", cases=score.cases, **how)
     line = points_line(score, ex.points)
     if score.points == 0:
-        return Confirmation("failed", line)
-    return Confirmation("passed" if score.points == ex.points else "partial", line, score.cases, score.points)
+        return Confirmation("failed", line, **how)
+    return Confirmation("passed" if score.points == ex.points else "partial", line, score.cases, score.points, **how)

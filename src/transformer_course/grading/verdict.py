@@ -3,10 +3,13 @@
 The status of an exercise comes from its *released* check cell only, found by cell id:
 
 - ``passed``: the execute reply was ``ok`` and the results the check recorded pass the check again
-  outside the kernel (or, for a checker that cannot be replayed, the kernel's verdict);
-- ``partial``: an exercise graded by bands (the capstone): the recorded results, scored again outside the
-  kernel, earn some of the points but not all; the message gives the points and what was measured;
-- ``failed``: the check raised ``CheckFailed`` (the message is the check's feedback);
+  outside the kernel (or, for a checker that cannot be replayed, the kernel's verdict); for the capstone, the
+  grader decodes the model itself from its recorded weights when it is the course's Seq2SeqTransformer
+  (:mod:`.replay`), and otherwise the row's review note says that its points rest on the kernel's translations;
+- ``partial``: an exercise graded by bands (the capstone): scored again outside the kernel, the answer earns
+  some of the points but not all; the message gives the points and what was measured;
+- ``failed``: the check raised ``CheckFailed`` (the message is the check's feedback), or it passed in the kernel
+  but the answer the grader rebuilt from its recorded data (the capstone's model, from its weights) fails it;
 - ``error``: the check could not reach a verdict: another exception (e.g. ``NameError`` because the
   answer cell failed), the kernel died, or the notebook could not be read;
 - ``timeout``: the check cell, or a cell before it that had to be stopped, ran out of time;
@@ -107,6 +110,9 @@ def _verdict(prepared: Prepared, run: RunResult, limits: Limits, cell_id: str, t
         if verdict == "unconfirmed":
             return "passed", ("passed (the kernel's verdict) [review the code: this check could not be re-run "
                               "outside the kernel]")
+        if verdict == "failed" and cell.confirm.rebuilt:  # what the kernel ran is not what its weights do alone
+            return "failed", ("the check passed inside the kernel, but the grader decoded the answer rebuilt from "
+                              f"its recorded weights, with no learner code running: {detail}")
         if verdict == "failed":
             return "tampered", ("the check passed inside the kernel, but the results it recorded fail the same "
                                 f"check run outside the kernel, so the checking code was altered: {detail}")
@@ -154,10 +160,11 @@ def unit_rows(student: str, release: Release, prepared: Prepared, run: RunResult
         if changes:
             message = f"{'; '.join(changes)}. The released check was restored and run: {status}: {message}"
             status = "tampered"
-        review = [*prepared.review, *run.behaviour]
+        cell = run.cells.get(check.cell_id)
+        how = [cell.confirm.review] if cell and cell.confirm and cell.confirm.review else []
+        review = [*prepared.review, *run.behaviour, *how]
         if points and review:
             message = f"{clean(message)} [review the code: it {'; '.join(review)}]"
-        cell = run.cells.get(check.cell_id)
         mistake = f"{check.exercise}/{cell.mistake}" if status == "failed" and cell and cell.mistake else ""
         rows.append(GradeRow(student, release.name, check.exercise, check.title, points, check.points, status,
                         clean(message), mistake))

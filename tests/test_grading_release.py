@@ -1,8 +1,10 @@
 """`transformer-course grade` and `transformer-course check` on the whole course: blank notebooks score zero;
-the solutions, checked as a learner checks a notebook (the same grading of one student's notebooks), full marks
-with nothing flagged; a solution whose check cell was edited is marked tampered. The capstone's solution (12.4)
-trains its translator inside the grader's kernel and earns its 4 points with no review flag. The grader's default
-limits, except 120 s per cell for the solutions (twice the default) because of make test's own load.
+the solutions, checked as a learner checks a notebook (the same grading of one student's notebooks), with the
+grader's default limits, full marks with nothing flagged; a solution whose check cell was edited is marked tampered.
+The two answers that are trained models (12.4's translator, 13.4's GPT) are the very models their solution's answer
+cell trains, loaded from the weights tests/stored_models.py keeps of them: nbval runs that training (make test, and
+under one thread make test-portable), so the grade of what it trains is checked here without training it a third
+time. The capstone's translator, a Seq2SeqTransformer, is decoded by the grader from its weights: 4 points, no flag.
 
 In a file of its own so that pytest-xdist (``--dist loadfile``) runs it beside tests/test_grading_e2e.py,
 not after it: each grades a class of notebooks for a minute or more.
@@ -14,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.stored_models import SOLUTION_ANSWERS, solution_answer_source
 from transformer_course.cli import main
 from transformer_course.grading.collect import load_releases
 from transformer_course.grading.gradebook import read_csv
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.selfcheck import check_notebooks, check_report
 
-pytestmark = pytest.mark.slow  # grades the whole release, training the capstone once
+pytestmark = pytest.mark.slow  # grades the whole release
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +31,19 @@ ROOT = Path(__file__).resolve().parents[1]
 # Blank notebooks graded here: the first and the capstone. tests/test_notebooks.py runs every released notebook
 # and proves that each stub fails each of its checks; here the grader turns such failures into zero points.
 BLANK = ["01_tensor_shapes.ipynb", "12_capstone_real_words.ipynb"]
+
+
+def solutions_with_stored_answers(folder: Path) -> list[Path]:
+    """Every solution notebook; those whose answer trains a model, copied into ``folder`` with that answer cell
+    loading the model it trained (tests/stored_models.py) instead of training it again."""
+    folder.mkdir()
+    paths = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    for name, answer in SOLUTION_ANSWERS.items():
+        nb = json.loads((ROOT / "solutions" / answer.notebook).read_text())
+        next(c for c in nb["cells"] if c.get("id") == answer.cell)["source"] = solution_answer_source(name)
+        (folder / answer.notebook).write_text(json.dumps(nb))
+        paths[paths.index(ROOT / "solutions" / answer.notebook)] = folder / answer.notebook
+    return paths
 
 
 def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
@@ -54,10 +70,8 @@ def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
     nb = json.loads((ROOT / "solutions" / tampered.name).read_text())
     next(c for c in nb["cells"] if c.get("id") == "ex2-check")["source"] = "print('all good')"
     tampered.write_text(json.dumps(nb))
-    # The grader's defaults as `check` uses them, but 120 s per cell: under make test's load (two workers, two
-    # kernels, 2 cores) the capstone's training, about 17 s alone, has been seen to pass 60 s.
-    limits = Limits(cell_timeout=120.0)
-    checked = check_notebooks([*sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")), tampered], limits=limits,
+    limits = Limits()  # the grader's defaults, as `check` uses them
+    checked = check_notebooks([*solutions_with_stored_answers(tmp_path / "solutions"), tampered], limits=limits,
                               jobs=2)
     solutions = [r for c in checked[:-1] for r in c.rows]
     assert {r.exercise for r in solutions} == released_exercises
@@ -72,3 +86,16 @@ def test_blank_release_scores_zero_and_solutions_score_full_marks(tmp_path):
     assert [(r.exercise, r.status) for r in checked[-1].rows] == [("01.1", "passed"), ("01.2", "tampered"),
                                                                   ("01.3", "passed")]
     assert "TAMPERED: the grader will mark 01.2 as `tampered`" in check_report(checked[-1], limits)
+
+
+def test_a_stored_answer_trained_by_another_answer_cell_is_refused(tmp_path, monkeypatch):
+    import tests.stored_models as stored_models
+
+    answer = SOLUTION_ANSWERS["solution_12_4"]
+    nb = json.loads((ROOT / "solutions" / answer.notebook).read_text())
+    cell = next(c for c in nb["cells"] if c.get("id") == answer.cell)
+    cell["source"] = "".join(cell["source"]).replace("max_steps=200", "max_steps=250")
+    (tmp_path / answer.notebook).write_text(json.dumps(nb))
+    monkeypatch.setattr(stored_models, "SOLUTIONS", tmp_path)
+    with pytest.raises(AssertionError, match="trained by another version of .* rebuild the stored answers"):
+        solution_answer_source("solution_12_4")

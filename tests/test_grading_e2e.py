@@ -30,13 +30,17 @@ from transformer_course.grading.gradebook import COLUMNS, read_csv
 pytestmark = pytest.mark.slow  # every test grades notebooks in kernels
 
 
-# Starts and stops kernels over TCP in a loop, as another user's notebooks or a second grader would.
+# Starts and stops kernels over TCP in a loop, as another user's notebooks or a second grader would: about one
+# kernel every two seconds, each taking ports while the grader's kernels pick theirs (without the pause, the loop
+# alone took half a core for the whole grading).
 KERNEL_CHURN = """
+import time
 from jupyter_client.manager import start_new_kernel
 while True:
     km, kc = start_new_kernel(kernel_name="python3")
     kc.stop_channels()
     km.shutdown_kernel(now=True)
+    time.sleep(1)
 """
 
 

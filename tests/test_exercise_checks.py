@@ -24,8 +24,8 @@ for module_info in pkgutil.iter_modules(tests.answers.__path__):
     # Optional: per exercise, the exact mistake id (or None) each wrong answer must be named by.
     MISTAKE_IDS.update(getattr(module, "MISTAKES", {}))
     # Optional: exercises graded by what a trained model achieves, whose solution's model counts as one correct
-    # alternative: nbval trains it (solutions/NN) and tests/test_grading_release.py grades it as the grader does,
-    # so training it a third time here would prove nothing more.
+    # alternative: nbval trains it (solutions/NN) and tests/test_grading_release.py grades the model it trained as
+    # the grader does, so training it again here would prove nothing more.
     SOLUTION_COUNTS.update(getattr(module, "SOLUTION_COUNTS", {}))
 
 

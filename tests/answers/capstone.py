@@ -2,10 +2,11 @@
 with the hint their rejection must give, and a correct one that is not the lesson's recipe: PyTorch's own
 nn.Transformer, really trained here.
 
-The lesson's recipe is the solution's answer (solutions/12): nbval runs it, and tests/test_grading_release.py grades
-it as the grader does, so it is not trained a third time here. The other trained models are trained once, by
-tests/stored_models.py, and loaded from their stored weights; the answer is ``Deferred`` (it needs the capstone's
-tokenizers: built once per session, when a test first needs it), and its tests are marked slow. A weakly trained
+The lesson's recipe is the solution's answer (solutions/12): nbval trains it, and tests/test_grading_release.py grades
+the model it trained (stored by tests/stored_models.py) as the grader does, so it is not trained again here. The
+other trained models are trained once, by tests/stored_models.py, and loaded from their stored weights; the answer
+is ``Deferred`` (it needs the capstone's tokenizers: built once per session, when a test first needs it), and its
+tests are marked slow. A weakly trained
 model, which earns part of the points, is tested in tests/test_capstone.py (a partial score is neither a pass nor a
 rejection).
 """

@@ -683,7 +683,8 @@ WRONG_OWN = {
     "4-gram counts": (Deferred(lambda: NGram(4), slow=False), READS_NO_FURTHER),
 }
 # The other correct answer is the solution's recipe (its own GPT of 13.3, learned positions): nbval trains it
-# (solutions/13) and tests/test_grading_release.py grades it, so it is not trained a third time here.
+# (solutions/13) and tests/test_grading_release.py grades the model it trained (tests/stored_models.py keeps it), so
+# it is not trained again here.
 RIGHT_OWN = {"the package's GPT, rotary positions": Deferred(package_gpt_with_rotary_positions)}
 SOLUTION_COUNTS = {"13.4": "solutions/13_gpt_on_real_text.ipynb, ex4-answer"}
 MISTAKES["13.4"] = {"nothing handed in": None, "untrained": "too-high-loss", "training diverged": "training-diverged",

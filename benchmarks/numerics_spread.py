@@ -171,6 +171,13 @@ METRICS = {
 # lies between the two reference seeds' (0.098 between 0.060 and 0.099; seed +1: 0.055 between 0.040 and 0.060), the
 # FFNs end within about one seed spread of the reference's mean (+0.5 and -0.6 spreads), multi-query about one above.
 #
+# Before and after, back to back (nbval of the whole lesson, CPU seconds user + system of pytest and its kernel):
+# lesson 10: 81.3 before, 57.5 after (load 3.0-3.3; nbval wall 94 s and 70 s; train 33 s, speed 25 s -> 8 s,
+# step-profile 13 s -> 4 s). Lesson 11, two pairs: 108.8 before, 116.3 after (load 3.1-3.8), then 106.3 after, 106.9
+# before (load 1.1-3.3): the saving of its seven shorter runs (noise + rms + ffn + gqa cells 41.3 s -> 37.3 s of wall in
+# the second pair) is below the load's noise; the cells that dominate it (11.5's position models, 34 s, and 11.2's
+# 8-block runs, 14 s) are unchanged.
+#
 # Lessons 09 and 11 after the second trim of 2026-11-26 (issue 30: `make test` within 10 minutes), torch 2.13.0,
 # this machine kind (Xeon, AVX-512, 2 cores) shared with other jobs at a load of 5-9.
 # Lesson 09 trains on batches of 64 instead of 128, at a peak learning rate of 3e-3 after 50 warm-up steps (was 2e-3

@@ -205,16 +205,16 @@ METRICS = {
 # match 0.977 and worst format 0.930.
 #
 # Lessons 09 and 12 on one thread (issue 30, item 6, third trim, 2026-11-27), torch 2.13.0, this machine kind (2 cores
-# shared with two other agents' jobs, load 4-6). Both lessons now call torch.set_num_threads(1) in their setup cell,
-# as lessons 10 and 11 do: their models are small, so a second thread could save at most about a third of the wall
-# time and costs about a third more CPU time (lesson 09's training, 100 steps of 64: 6.6-6.8 CPU-s on one thread,
-# 8.3-8.9 on two), and one thread makes the trained weights independent of the core count, so that OMP_NUM_THREADS no longer
-# moves the results. The lessons' runs keep their settings (lesson 09: 500 steps of 64 at 3e-3; lesson 12: 150 steps
-# for the German and the French runs), so under default numerics they now take the trajectory that the configuration
-# threads=1 measured before (lesson 09, seed +0: 0.998 / 850 / 0.998 / 0.990 in the table above, the same here), and
-# portable-1 is the same run as before. Lesson 12 also evaluates every 75 steps instead of 50 (evaluations do not
-# change the training), times its greedy decoding once instead of decoding twice, trains the French BPE of 100 once,
-# and continues section 12.4's model 25 steps without smoothing instead of 50 (section 12.5).
+# shared with two other agents' jobs, load 4-6). Both lessons now call torch.set_num_threads(1) in their setup cell, as
+# lessons 10 and 11 do: their models are small, so a second thread could save at most about a third of the wall time and
+# costs about a third more CPU time (lesson 09's training, 100 steps of 64: 6.6-6.8 CPU-s on one thread, 8.3-8.9 on
+# two), and one thread makes the trained weights independent of the core count, so that OMP_NUM_THREADS no longer moves
+# the results. The lessons' runs keep their settings (lesson 09: 500 steps of 64 at 3e-3; lesson 12: 150 steps for the
+# German and the French runs), so under default numerics they now take the trajectory that the configuration threads=1
+# measured before (lesson 09, seed +0: 0.998 / 850 / 0.998 / 0.990 in the table above, the same here), and portable-1 is
+# the same run as before. Lesson 12 also evaluates every 75 steps instead of 50 (evaluations do not change the
+# training), times its greedy decoding once instead of decoding twice, trains the French BPE of 100 once, and continues
+# section 12.4's model 25 steps without smoothing instead of 50 (section 12.5).
 #
 # CPU seconds of the nbval run (/usr/bin/time, user + system, pytest and kernel; default numerics, load 2-6 before,
 # 5 after): lesson 09 82.8 -> 68.9, lesson 12 81.7 -> 68.8 (27 CPU-s less together). Under ATEN_CPU_CAPABILITY=default

@@ -216,9 +216,12 @@ METRICS = {
 # training), times its greedy decoding once instead of decoding twice, trains the French BPE of 100 once, and continues
 # section 12.4's model 25 steps without smoothing instead of 50 (section 12.5).
 #
-# CPU seconds of the nbval run (/usr/bin/time, user + system, pytest and kernel; default numerics, load 2-6 before,
-# 5 after): lesson 09 82.8 -> 68.9, lesson 12 81.7 -> 68.8 (27 CPU-s less together). Under ATEN_CPU_CAPABILITY=default
-# OMP_NUM_THREADS=1 both pass nbval (106.8 and 108.4 CPU-s at load 5).
+# CPU seconds of the nbval run (/usr/bin/time, user + system, pytest and kernel; default numerics). Run apart, at load
+# 2-6 before and 5 after: lesson 09 82.8 -> 68.9, lesson 12 81.7 -> 68.8 (27 CPU-s less together). Run as pairs, the old
+# lesson (commit 9e557c2) beside the new one at the same time, load 2-3: lesson 09 100.1 -> 92.5, lesson 12 88.7 -> 79.2
+# (17 CPU-s less together). The CPU seconds of this shared machine move by 20-30% from run to run (lesson 09, new, alone
+# at load 2: 104.9), so the saving is 17-27 CPU-s, not a sharper figure. Under ATEN_CPU_CAPABILITY=default
+# OMP_NUM_THREADS=1 both lessons pass nbval (106.8 and 108.4 CPU-s at load 5).
 #
 # The spread, numerics_spread.py --configs default portable-1 portable-2 aten=avx2 --seeds 0 1, one thread in every
 # configuration (two lessons ran side by side, so the seconds are inflated):

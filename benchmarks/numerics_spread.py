@@ -262,6 +262,65 @@ METRICS = {
 # A 400-step version of lesson 09 (the same mirror of its cells, default numerics) failed two asserts: test exact
 # match 0.977 and worst format 0.930.
 #
+# Lessons 09 and 12 on one thread (issue 30, item 6, third trim, 2026-11-27), torch 2.13.0, this machine kind (2 cores
+# shared with two other agents' jobs, load 4-6). Both lessons now call torch.set_num_threads(1) in their setup cell, as
+# lessons 10 and 11 do: their models are small, so a second thread could save at most about a third of the wall time and
+# costs about a third more CPU time (lesson 09's training, 100 steps of 64: 6.6-6.8 CPU-s on one thread, 8.3-8.9 on
+# two), and one thread makes the trained weights independent of the core count, so that OMP_NUM_THREADS no longer moves
+# the results. The lessons' runs keep their settings (lesson 09: 500 steps of 64 at 3e-3; lesson 12: 150 steps for the
+# German and the French runs), so under default numerics they now take the trajectory that the configuration threads=1
+# measured before (lesson 09, seed +0: 0.998 / 850 / 0.998 / 0.990 in the table above, the same here), and portable-1 is
+# the same run as before. Lesson 12 also evaluates every 75 steps instead of 50 (evaluations do not change the
+# training), times its greedy decoding once instead of decoding twice, trains the French BPE of 100 once, and continues
+# section 12.4's model 25 steps without smoothing instead of 50 (section 12.5).
+#
+# CPU seconds of the nbval run (/usr/bin/time, user + system, pytest and kernel; default numerics). Run apart, at load
+# 2-6 before and 5 after: lesson 09 82.8 -> 68.9, lesson 12 81.7 -> 68.8 (27 CPU-s less together). Run as pairs, the old
+# lesson (commit 9e557c2) beside the new one at the same time, load 2-3: lesson 09 100.1 -> 92.5, lesson 12 88.7 -> 79.2
+# (17 CPU-s less together). The CPU seconds of this shared machine move by 20-30% from run to run (lesson 09, new, alone
+# at load 2: 104.9), so the saving is 17-27 CPU-s, not a sharper figure. Under ATEN_CPU_CAPABILITY=default
+# OMP_NUM_THREADS=1 both lessons pass nbval (106.8 and 108.4 CPU-s at load 5).
+#
+# The spread, numerics_spread.py --configs default portable-1 portable-2 aten=avx2 --seeds 0 1, one thread in every
+# configuration (two lessons ran side by side, so the seconds are inflated):
+#
+#   lesson 09, metric (assert)                  min      median   max      failing runs
+#   validation exact match, step 500 (>= 0.98)  0.992    0.996    1.000    0 of 8
+#   loss first / last 25 steps (> 100)          527      631      850      0
+#   test exact match (>= 0.98)                  0.991    0.997    0.999    0
+#   worst format (>= 0.95)                      0.955    0.970    0.990    0
+#   layers aligned, all formats too (>= 1)      2 / 2    2 / 2    2 / 2    0
+#   kernel CPU seconds (whole lesson)           61       78       159      (portable-2: MKL_CBWR=COMPATIBLE is slow)
+#
+# The worst format is the tight claim: 0.955 (portable-1, seed +1), 0.965 (portable-1 and aten=avx2 seed +0 / +1).
+# portable-1 was a one-thread run before this change too, so this margin is not new; before it, the runs measured
+# were 0.975-0.990. Shorter runs fail it (mirrors of the lesson, threads=1): 400 steps at 4e-3 with 40 warm-up steps
+# reach 0.950 (seed +0) and 0.940 (seed +1), 350 steps at 4e-3 0.885 (and fail the test and validation asserts too),
+# so the lesson keeps its 500 steps.
+#
+#   lesson 12, metric (assert)                       min      median   max      failing runs
+#   validation exact match, last step (>= 0.95)      0.972    0.989    0.994    0 of 8
+#   loss - entropy of q (in [0, 0.05))               0.027    0.030    0.036    0
+#   p(right token), smoothed (0.85 .. 0.95)          0.893    0.896    0.898    0
+#   valid. exact match, greedy, beam 4 (>= 0.95)     0.972    0.989    0.994    0
+#   25 steps unsmoothed, exact match (>= 0.95)       0.982    0.993    0.996    0   (50 steps: 0.994-0.998)
+#   p(right token), no smoothing (> 0.97)            0.988    0.989    0.991    0   (50 steps: 0.995-0.996)
+#   cross-entropy, smoothed / plain (> 2)            7.6      8.9      10.9     0   (50 steps: 16.8-25.5)
+#   German / French layers with the pattern (>= 1)   2 / 1    2 / 2    2 / 2    0
+#   French validation exact match (>= 0.9)           0.850    0.936    0.992    3 (seed +1: default, portable-2,
+#                                                                                aten=avx2)
+#   test exact match, least of the two (>= 0.9)      0.864    0.948    0.988    2 (seed +1: portable-2, aten=avx2)
+#   kernel CPU seconds (whole lesson)                61       80       166
+#
+# Seed +0 passes every assert under all four configurations (French 0.964-0.992, test 0.972-0.988); seed +1 does not:
+# its French run reaches 0.882-0.908 (0.850 under portable-2), and the French test exact match drags the final
+# table's least of the two below 0.9. The French asserts have no margin across trajectories. portable-1 seed +1
+# (0.908) was a one-thread run before this change too, so the risk is not new:
+# the lesson as it was before this change (two threads, 50 steps without smoothing), default numerics, seed +1, fails
+# the same two asserts: French validation exact match 0.850, test exact match, least of the two 0.830 (kernel CPU
+# seconds 105, against 61-84 for the one-thread lesson under default, portable-1 and aten=avx2). A 150-step French run
+# is too short to hold 0.9 on every trajectory; a longer French run, or a French-only budget, is left to the lead.
+#
 # Before the trim (history):
 # Lesson 12, measured on 2026-11-26 (torch 2.13.0, this machine kind, seed +0), after the lesson moved every choice
 # to the validation split and its German runs to 300 steps (section 12.4 warm-up + cosine; 12.5 the same run without

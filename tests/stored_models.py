@@ -107,12 +107,13 @@ def solution_answer_source(name: str) -> str:
     a rebuild, when the solution's answer cell is no longer the one that trained the stored weights."""
     answer = SOLUTION_ANSWERS[name]
     path = MODELS / f"{name}.pt"
+    rebuild = REBUILD.replace("stored_models", f"stored_models {name}")
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: {REBUILD.replace('stored_models', f'stored_models {name}')}")
+        raise FileNotFoundError(f"{path} is missing: {rebuild}")
     saved = torch.load(path, weights_only=True)
     if saved.get("answer_sha256") != _answer_digest(answer):
         raise AssertionError(f"{path.name} was trained by another version of solutions/{answer.notebook}'s cell "
-                             f"{answer.cell}: {REBUILD.replace('stored_models', f'stored_models {name}')}")
+                             f"{answer.cell}: {rebuild}")
     return (f"saved = torch.load({str(path)!r}, weights_only=True)  # trained by this cell's solution "
             f"(tests/stored_models.py)\n{answer.loads}")
 

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer_course.checks.meta_device import shapes_only
+
 # --- 01.1 token_logits(tokens, embedding, head_weight, head_bias) ---------------------------------
 
 WRONG_LOGITS = {
@@ -88,8 +90,9 @@ WRONG_COUNTS = {
 
 
 def count_with_modules(vocab_size, d_model, tie_weights, head_in_out=None):
-    embedding = nn.Embedding(vocab_size, d_model, device="meta")
-    head = nn.Linear(*(head_in_out or (d_model, vocab_size)), device="meta")
+    with shapes_only():
+        embedding = nn.Embedding(vocab_size, d_model)
+        head = nn.Linear(*(head_in_out or (d_model, vocab_size)))
     n = embedding.weight.numel() + head.bias.numel()
     return n if tie_weights else n + head.weight.numel()
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from transformer_course.checks.core import Case, Mistake, case_generator, check_function, exercise
+from transformer_course.checks.meta_device import shapes_only
 
 
 def _logits_cases() -> list[Case]:
@@ -98,9 +99,9 @@ def check_next_token_pairs(answer) -> int:
 
 
 def _lm_parameter_count(vocab_size, d_model, tie_weights):
-    # On the meta device the modules have shapes but no storage: counting 40M parameters is instant.
-    embedding = nn.Embedding(vocab_size, d_model, device="meta")
-    head = nn.Linear(d_model, vocab_size, device="meta")
+    with shapes_only():  # shapes but no storage: counting 40M parameters is instant
+        embedding = nn.Embedding(vocab_size, d_model)
+        head = nn.Linear(d_model, vocab_size)
     if tie_weights:
         head.weight = embedding.weight
     # Module.parameters() yields a shared tensor once, as a tied model stores it once.

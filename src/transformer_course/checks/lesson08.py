@@ -7,6 +7,7 @@ from torch import nn
 
 from transformer_course.blocks import DecoderBlock, EncoderBlock
 from transformer_course.checks.core import Case, CheckFailed, Mistake, case_generator, check_function, exercise
+from transformer_course.checks.meta_device import shapes_only
 from transformer_course.checks.modules import ModuleCase, check_module
 from transformer_course.masking import causal_mask, padding_mask
 from transformer_course.models import DecoderOnlyConfig, DecoderOnlyLM
@@ -242,7 +243,7 @@ def check_decoder_only(answer) -> int:
 def _count(vocab_size, d_model, num_layers, max_len, tie_weights):
     config = DecoderOnlyConfig(vocab_size, d_model, num_heads=1, d_ff=4 * d_model, num_layers=num_layers,
                                max_len=max_len, tie_weights=tie_weights)
-    with torch.device("meta"):  # shapes only: counting a GPT-2-sized model costs nothing
+    with shapes_only():  # counting a GPT-2-sized model costs nothing
         return DecoderOnlyLM(config).num_parameters()
 
 

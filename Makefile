@@ -9,6 +9,10 @@ STAMP  := $(VENV)/.installed
 # OpenMP threads that spin while they wait make torch 10-25x slower whenever the 2 cores are shared (by
 # pytest-xdist's workers, notebook kernels or anything else); passive waiting costs nothing when they are not.
 export OMP_WAIT_POLICY := PASSIVE
+# The `tokenizers` library trains and encodes on a thread pool whose threads spin while they wait: on the 2 shared
+# cores of `make test` that spin is CPU the other worker needs (lesson 13's three BPEs: 19 CPU-s on the pool, 12 on
+# one thread, the same merges and ids).
+export TOKENIZERS_PARALLELISM := false
 
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
              --nbval-cell-timeout 300

@@ -229,3 +229,13 @@ def test_executing_a_book_notebook_gives_it_the_install_cell(tmp_path):
     assert install.outputs == [] and install.execution_count == 1  # the package is here: nothing to do
     assert nb.cells[2].outputs[0].text == "42\n"
     assert launch.install_cell_for(tmp_path.parent / "elsewhere.ipynb") is None
+
+
+def test_executing_a_notebook_stops_its_kernel(tmp_path):
+    """`make execute` runs every notebook in one process: each kernel, with the models its lesson trained, must be
+    gone before the next starts (nbclient leaves running a kernel whose manager it was given)."""
+    path = tmp_path / "x.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")]), path)
+    pid = int(execute_notebook(path, timeout=60).cells[0].outputs[0].text)
+    with pytest.raises(ProcessLookupError):  # stopped and reaped, not merely told to stop
+        os.kill(pid, 0)

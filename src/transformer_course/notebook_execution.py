@@ -38,23 +38,35 @@ def execute_notebook(path: str | Path, *, timeout: int = 600, allow_errors: bool
     (:mod:`transformer_course.launch`). Widget state is stored in the notebook's metadata so the book can
     render widgets.
     """
-    from nbclient import NotebookClient
-
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     if (install := install_cell_for(path)) is not None:
         sync_install_cell(nb, install)
+    execute_cells(nb, path.parent.resolve(), timeout=timeout, allow_errors=allow_errors)
+    return nb
+
+
+def execute_cells(nb: nbformat.NotebookNode, folder: Path, *, timeout: int = 600, allow_errors: bool = False) -> None:
+    """Run every cell of ``nb`` in order, in place, in a fresh kernel whose working folder is ``folder``; the
+    kernel is stopped afterwards, whatever happened."""
+    from nbclient import NotebookClient
+
+    km = current_env_kernel_manager()
     client = NotebookClient(
         nb,
-        km=current_env_kernel_manager(),
+        km=km,
         timeout=timeout,
         allow_errors=allow_errors,
         store_widget_state=True,
         record_timing=False,
-        resources={"metadata": {"path": str(path.parent.resolve())}},
+        resources={"metadata": {"path": str(folder)}},
     )
-    client.execute()
-    return nb
+    try:
+        client.execute()
+    finally:  # NotebookClient leaves running a kernel whose manager it was handed
+        if client.kc is not None:
+            client.kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 def execute_in_place(path: str | Path, *, timeout: int = 600) -> None:

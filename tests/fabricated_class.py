@@ -436,6 +436,20 @@ def trudy(folder: Path) -> Expected:
     return {ex: changed for ex in TITLES}
 
 
+# Sleeps 12 s on its first call, longer than the cell limit, without computing; right otherwise.
+SLEEPY = ("import time\n_pairs, _slept = next_token_pairs, []\n\n\ndef next_token_pairs(tokens):\n"
+          "    if not _slept:\n        _slept.append(time.sleep(12))\n    return _pairs(tokens)\n")
+
+
+@student
+def walt(folder: Path) -> Expected:
+    """Waits longer than the cell limit without computing: a cell's limit counts the kernel's CPU time, and a waiting
+    cell only stops at WAIT_FACTOR times the limit, so every check passes. (Had the grader read the wall clock, or
+    failed to find the kernel's process, 01.2 would be a timeout.)"""
+    folder_layout(folder, "walt", insert_after(correct(), "ex2-answer", SLEEPY, "nap"))
+    return {ex: passed(ex) for ex in TITLES}
+
+
 def fabricate(folder: Path) -> dict[str, Expected]:
     """Write every student's submission into ``folder``; return what each one's rows must say."""
     expected = {name: build(folder) for name, build in STUDENTS.items()}

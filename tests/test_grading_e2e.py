@@ -78,7 +78,7 @@ def test_grading_runs_and_exits_zero(graded):
 
 @pytest.mark.parametrize("student", ["ada", "blank", "bob", "carol", "dave", "frank", "grace", "heidi", "ivan",
                                      "judy", "ken", "lena", "mallory", "oscar", "peggy", "quinn", "rita",
-                                     "sam", "trudy"])
+                                     "sam", "trudy", "walt"])
 def test_rows_of_each_fabricated_submission(graded, student):
     _, expected, out, _ = graded
     rows = [r for r in read_rows(out)[1:] if r[0] == student]
@@ -129,22 +129,6 @@ def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, r
         ("01.2", "timeout", 0, limit),
         ("01.3", "timeout", 0, limit),
     ]
-
-
-def test_a_cells_limit_counts_cpu_time_not_waiting(tmp_path, release):
-    """A check that waits longer than the 10 s limit without computing (the answer sleeps 12 s on its first call) is
-    not stopped: the limit counts the kernel's CPU time, and a waiting cell only stops at WAIT_FACTOR times the
-    limit. (Had the grader read the wall clock, or failed to find the kernel's process, 01.2 would be a timeout.)"""
-    submissions = tmp_path / "submissions"
-    (submissions / "walt").mkdir(parents=True)
-    slow = ("import time\n_pairs, _slept = next_token_pairs, []\n\n\ndef next_token_pairs(tokens):\n"
-            "    if not _slept:\n        _slept.append(time.sleep(12))\n    return _pairs(tokens)\n")
-    nb = insert_after(correct(), "ex2-answer", slow, "nap")
-    (submissions / "walt" / NAME).write_text(json.dumps(nb))
-    out = tmp_path / "grades.csv"
-    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet", *LIMITS]) == 0
-    assert [(r.exercise, r.status) for r in read_csv(out)] == [("01.1", "passed"), ("01.2", "passed"),
-                                                                ("01.3", "passed")]
 
 
 def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):

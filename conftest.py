@@ -24,7 +24,8 @@ compare_without_torch_log_lines()
 
 
 # Seconds each file keeps one worker busy in a `make test` of a fresh clone on a 2-core Intel Xeon (AVX-512), measured
-# 2026-11-26 (tests/test_exercise_checks.py since estimated from its change: 12.4 trains one model, not two).
+# 2026-11-26 (tests/test_exercise_checks.py since estimated from its change: 12.4 trains one model, not two;
+# tests/test_notebooks.py, 12 s since its stubs share a kernel, is left to the end).
 # pytest-xdist (--dist loadfile --no-loadscope-reorder) hands whole files to its two workers in collection order, so
 # the longest start first and the short ones fill the gaps at the end; unlisted files follow in their own order. With
 # xdist's default order (by test count) the one-test release grading started last and one worker ran it alone.
@@ -39,7 +40,6 @@ FILE_SECONDS = {
     "lessons/10_generation_and_kv_cache.ipynb": 77,
     "lessons/13_gpt_on_real_text.ipynb": 72,
     "tests/test_journal.py": 62,
-    "tests/test_notebooks.py": 56,
     "tests/test_gradescope.py": 55,
     "solutions/12_capstone_real_words.ipynb": 43,
     "tests/test_lab.py": 38,

@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from fabricated_class import (
@@ -44,8 +46,44 @@ while True:
 """
 
 
+class Beside(NamedTuple):
+    process: subprocess.Popen
+    out: Path
+    log: Path  # the grader's stderr
+
+    def rows(self):
+        """The gradebook, once the grader has finished with exit status 0."""
+        assert self.process.wait(timeout=600) == 0, self.log.read_text()[-4000:]
+        return read_csv(self.out)
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, release):
+def beside(tmp_path_factory, release):
+    """Gradings that mostly wait (a notebook asleep until its time limit; a kernel retried until it gives up for want
+    of memory), each by a grader process of its own, started before the class's grading so that the waits overlap
+    it rather than follow it. The tests below read their gradebooks."""
+    root = tmp_path_factory.mktemp("beside")
+    runs = {}
+    for student, nb, options in [
+        ("trent", insert_after(correct(), "ex1-check", "import time\ntime.sleep(600)", "nap"),
+         ["--timeout", "300", "--notebook-timeout", "25"]),
+        ("uma", correct(), ["--memory-limit", "300"]),
+    ]:
+        (root / student / "submissions" / student).mkdir(parents=True)
+        (root / student / "submissions" / student / NAME).write_text(json.dumps(nb))
+        out, log = root / student / "grades.csv", root / student / "grader.log"
+        command = [sys.executable, "-m", "transformer_course.cli", "grade", str(root / student / "submissions"),
+                   "--release", str(release), "--out", str(out), "--quiet", *options]
+        with open(log, "wb") as stderr:
+            runs[student] = Beside(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr), out, log)
+    yield runs
+    for run in runs.values():
+        run.process.kill()
+        run.process.wait()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, release, beside):
     """Grade the fabricated submissions once with the command line, as an instructor would, and under load: twice
     as many jobs as cores while another program starts and stops kernels. The rows are then compared with what each
     submission must get (tests below), so a row that depends on the load (a cell timed out, a kernel that failed to
@@ -115,33 +153,20 @@ def test_feedback_pages(graded):
 # --- the notebook time limit, shards and merging, determinism ---------------------------------------------
 
 
-def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(tmp_path, release):
-    submissions = tmp_path / "submissions"
-    (submissions / "trent").mkdir(parents=True)
-    nb = insert_after(correct(), "ex1-check", "import time\ntime.sleep(600)", "nap")
-    (submissions / "trent" / NAME).write_text(json.dumps(nb))
-    out = tmp_path / "grades.csv"
-    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
-                 "--timeout", "300", "--notebook-timeout", "25"]) == 0
+def test_notebook_time_limit_kills_the_run_and_keeps_finished_checks(beside):
     limit = "not run: the notebook's 25 s time limit ran out while cell nap was running"
-    assert [(r.exercise, r.status, r.points, r.message) for r in read_csv(out)] == [
+    assert [(r.exercise, r.status, r.points, r.message) for r in beside["trent"].rows()] == [
         ("01.1", "passed", 2, "all 5 cases passed"),
         ("01.2", "timeout", 0, limit),
         ("01.3", "timeout", 0, limit),
     ]
 
 
-def test_a_kernel_that_cannot_start_for_memory_says_so(tmp_path, release):
+def test_a_kernel_that_cannot_start_for_memory_says_so(beside):
     # 300 MiB of address space. Here ipykernel itself cannot start its threads; on CI's machine the kernel
     # started and `import torch` failed ("failed to map segment from shared object"). Either way the row
     # must say that memory ran out and which option to raise.
-    submissions = tmp_path / "submissions"
-    (submissions / "uma").mkdir(parents=True)
-    (submissions / "uma" / NAME).write_text(json.dumps(correct()))
-    out = tmp_path / "grades.csv"
-    assert main(["grade", str(submissions), "--release", str(release), "--out", str(out), "--quiet",
-                 "--memory-limit", "300"]) == 0
-    for row in read_csv(out):
+    for row in beside["uma"].rows():
         assert row.status == "error"
         assert row.message.endswith("it ran out of memory: raise --memory-limit (now 300 MiB)") or (
             row.message.startswith("not run: the kernel died") and "--memory-limit 300 MiB" in row.message), row.message

@@ -63,8 +63,13 @@ book/_static/logo.png: src/transformer_course/viz.py $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Two pytest workers keep the 2 cores busy, so each process (worker, notebook kernel, grader) computes on one thread:
+# a second thread only adds the cost of splitting small operations (lessons 05 and 13 and solutions 12 and 13 under
+# nbval with 2 workers: 203 CPU-s on two threads, 187 on one).
+# Outputs do not depend on it: test-portable runs the notebooks on one thread and on three.
 test: lint
-	$(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \
+	    --no-loadscope-reorder --durations=15
 
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,
 # the book, pip). make test before a commit.

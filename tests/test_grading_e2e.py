@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow  # every test grades notebooks in kernels
 
 
 # Starts and stops kernels over TCP in a loop, as another user's notebooks or a second grader would: about one
-# kernel every two seconds, each taking ports while the grader's kernels pick theirs (without the pause, the loop
+# kernel every three seconds, each taking ports while the grader's kernels pick theirs (without the pause, the loop
 # alone took half a core for the whole grading).
 KERNEL_CHURN = """
 import time
@@ -42,7 +42,7 @@ while True:
     km, kc = start_new_kernel(kernel_name="python3")
     kc.stop_channels()
     km.shutdown_kernel(now=True)
-    time.sleep(1)
+    time.sleep(2)
 """
 
 

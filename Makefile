@@ -9,10 +9,6 @@ STAMP  := $(VENV)/.installed
 # OpenMP threads that spin while they wait make torch 10-25x slower whenever the 2 cores are shared (by
 # pytest-xdist's workers, notebook kernels or anything else); passive waiting costs nothing when they are not.
 export OMP_WAIT_POLICY := PASSIVE
-# The `tokenizers` library trains and encodes on a thread pool whose threads spin while they wait: on the 2 shared
-# cores of `make test` that spin is CPU the other worker needs (lesson 13's three BPEs: 19 CPU-s on the pool, 12 on
-# one thread, the same merges and ids).
-export TOKENIZERS_PARALLELISM := false
 
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
              --nbval-cell-timeout 300
@@ -65,10 +61,11 @@ lint: $(STAMP)
 
 # Two pytest workers keep the 2 cores busy, so each process (worker, notebook kernel, grader) computes on one thread:
 # a second thread only adds the cost of splitting small operations (lessons 05 and 13 and solutions 12 and 13 under
-# nbval with 2 workers: 203 CPU-s on two threads, 187 on one).
+# nbval with 2 workers: 203 CPU-s on two threads, 187 on one), and the threads of `tokenizers` spin while they wait
+# (lesson 13's three BPEs: 19 CPU-s on its pool, 12 on one thread, the same merges and ids).
 # Outputs do not depend on it: test-portable runs the notebooks on one thread and on three.
 test: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \
+	OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \
 	    --no-loadscope-reorder --durations=15
 
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,

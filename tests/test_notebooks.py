@@ -13,8 +13,7 @@ import yaml
 
 from transformer_course.authoring import stale_exercises
 from transformer_course.cell_metadata import METADATA_KEY
-from transformer_course.launch import install_cell_for, sync_install_cell
-from transformer_course.notebook_execution import execute_cells
+from transformer_course.notebook_execution import execute_cells, read_for_execution
 
 pytestmark = pytest.mark.slow  # executes every exercise notebook
 
@@ -71,13 +70,11 @@ def executed_stubs() -> dict[str, list]:
 
     They run one after the other in one kernel, each from an empty namespace (``%reset -f`` before it): starting
     a kernel and importing torch cost about 2.5 CPU-s, twelve times more in thirteen fresh kernels. The install
-    cell is synced as in `make execute`; the grader runs stubs in fresh kernels (tests/test_grading_release.py).
+    cell is added as in `make execute`; the grader runs stubs in fresh kernels (tests/test_grading_release.py).
     """
     combined, spans = nbformat.v4.new_notebook(), {}
     for path in EXERCISES:
-        nb = read(path)
-        if (install := install_cell_for(path)) is not None:
-            sync_install_cell(nb, install)
+        nb = read_for_execution(path)
         combined.cells.append(nbformat.v4.new_code_cell("%reset -f"))
         spans[path.name] = (len(combined.cells), len(combined.cells) + len(nb.cells))
         combined.cells += nb.cells

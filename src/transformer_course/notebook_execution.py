@@ -39,10 +39,16 @@ def execute_notebook(path: str | Path, *, timeout: int = 600, allow_errors: bool
     render widgets.
     """
     path = Path(path)
+    nb = read_for_execution(path)
+    execute_cells(nb, path.parent.resolve(), timeout=timeout, allow_errors=allow_errors)
+    return nb
+
+
+def read_for_execution(path: Path) -> nbformat.NotebookNode:
+    """``path`` as it is executed: with the install cell of its book's repository, when it is part of a book."""
     nb = nbformat.read(path, as_version=4)
     if (install := install_cell_for(path)) is not None:
         sync_install_cell(nb, install)
-    execute_cells(nb, path.parent.resolve(), timeout=timeout, allow_errors=allow_errors)
     return nb
 
 

@@ -64,8 +64,11 @@ lint: $(STAMP)
 # nbval with 2 workers: 203 CPU-s on two threads, 187 on one), and the threads of `tokenizers` spin while they wait
 # (lesson 13's three BPEs: 19 CPU-s on its pool, 12 on one thread, the same merges and ids).
 # Outputs do not depend on it: test-portable runs the notebooks on one thread and on three.
+# Bytecode is cached as Python does by default, even where the environment turns that off (PYTHONDONTWRITEBYTECODE=1):
+# otherwise each of about 30 kernels compiles the course package again (0.12 CPU-s), and each pytest process
+# rewrites and compiles the test files again (1.9 CPU-s). Graded notebooks still run without it (grading/execute.py).
 test: lint
-	OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \
 	    --no-loadscope-reorder --durations=15
 
 # Seconds, for a change to the package, checks or grader: tests/ without those marked slow (notebooks, kernels,

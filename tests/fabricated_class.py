@@ -442,11 +442,13 @@ SLEEPY = ("import time\n_pairs, _slept = next_token_pairs, []\n\n\ndef next_toke
 
 
 @student
-def walt(folder: Path) -> Expected:
+def arthur(folder: Path) -> Expected:
     """Waits longer than the cell limit without computing: a cell's limit counts the kernel's CPU time, and a waiting
     cell only stops at WAIT_FACTOR times the limit, so every check passes. (Had the grader read the wall clock, or
-    failed to find the kernel's process, 01.2 would be a timeout.)"""
-    folder_layout(folder, "walt", insert_after(correct(), "ex2-answer", SLEEPY, "nap"))
+    failed to find the kernel's process, 01.2 would be a timeout.) Second by name, so graded among the first: his wait
+    overlaps the class's computing instead of ending the grading with idle cores (the grader takes students in
+    the order of their names)."""
+    folder_layout(folder, "arthur", insert_after(correct(), "ex2-answer", SLEEPY, "nap"))
     return {ex: passed(ex) for ex in TITLES}
 
 

@@ -65,7 +65,7 @@ lint: $(STAMP)
 # (lesson 13's three BPEs: 19 CPU-s on its pool, 12 on one thread, the same merges and ids).
 # Outputs do not depend on it: test-portable runs the notebooks on one thread and on three.
 # Bytecode is cached as Python does by default, even where the environment turns that off (PYTHONDONTWRITEBYTECODE=1):
-# otherwise each of about 30 kernels compiles the course package again (0.12 CPU-s), and each pytest process
+# otherwise each of about 30 kernels compiles the course package again (0.14 CPU-s), and each pytest process
 # rewrites and compiles the test files again (1.9 CPU-s). Graded notebooks still run without it (grading/execute.py).
 test: lint
 	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest tests lessons solutions $(PYTEST_NB) -n 2 --dist loadfile \

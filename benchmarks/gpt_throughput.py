@@ -14,6 +14,13 @@ Measured 2026-11-26 (torch 2.13.0, 2 threads, the course's 2-core machine shared
 the lesson's nbval run; --steps 8 --rounds 3, the checkpoint's model): DecoderOnlyLM 0.94 steps/s (rounds 0.94,
 0.92, 1.18), nn.TransformerEncoderLayer 0.92 (0.97, 0.89, 0.92): course / PyTorch 1.02. Under that load the rounds
 vary by 25%; rerun on an idle machine with more rounds before quoting a difference below that.
+
+Measured 2026-11-27 on the same machine kind, idle (load under 0.2; torch 2.13.0, 2 threads, the defaults: 5 rounds
+of 20 steps), median steps/s, course / PyTorch:
+
+- the checkpoint's model (d 128, 4 layers, block 128, batch 16): 13.15 against 11.45, 1.15 (rounds 11.4-13.3 and
+  11.4-12.2);
+- the lesson's model (``--layers 2 --block 64``): 48.8 against 44.5, 1.10 (rounds 46.4-50.7 and 41.7-46.4).
 """
 
 from __future__ import annotations

@@ -299,6 +299,9 @@ METRICS = {
 # were 0.975-0.990. Shorter runs fail it (mirrors of the lesson, threads=1): 400 steps at 4e-3 with 40 warm-up steps
 # reach 0.950 (seed +0) and 0.940 (seed +1), 350 steps at 4e-3 0.885 (and fail the test and validation asserts too),
 # so the lesson keeps its 500 steps.
+# That assert asked for >= 0.95 until 2026-11-27, a margin of one date in 200 over the least of these runs; a reader's
+# CPU takes a trajectory of its own, so it now asks for >= 0.9 (at least 180 of each format's 200 dates), 0.055 below
+# the least run. It still fails the undertrained model: 350 steps reach 0.885.
 #
 #   lesson 12, metric (assert)                       min      median   max      failing runs
 #   validation exact match, last step (>= 0.95)      0.972    0.989    0.994    0 of 8

@@ -15,19 +15,11 @@ found ...", printed when a CUDA build of torch imports torch.utils.benchmark on 
 something about the machine, not the lesson: nbval compares outputs without them.
 """
 
-from tests import kernel_zygote
 from transformer_course.grading.kernel_start import start_kernel
 from transformer_course.grading.nbval_patches import compare_without_torch_log_lines, start_kernels_with
 
 OUTPUT_TIMEOUT = 60
-
-
-def _start_kernel(make_manager, **kwargs):
-    """kernel_start.start_kernel, with kernels forked from a zygote that has imported torch (tests/kernel_zygote.py)."""
-    return start_kernel(kernel_zygote.forking(make_manager) if kernel_zygote.enabled() else make_manager, **kwargs)
-
-
-start_kernels_with(_start_kernel)
+start_kernels_with(start_kernel)
 compare_without_torch_log_lines()
 
 

@@ -8,18 +8,37 @@ nbval also gives up when the kernel's output messages pause for 5 s after a cell
 cell. Allow 60 s; a cell that really hangs is still stopped by --nbval-cell-timeout.
 
 Kernels start over private ipc sockets, retried (transformer_course.grading.kernel_start): over TCP, a port
-picked for a kernel can be taken by another process before the kernel binds it.
+picked for a kernel can be taken by another process before the kernel binds it. They are forked from a process that
+has imported torch and ipykernel (kernel_zygote), as the grader's are: about 1 CPU-s less per notebook.
 
 PyTorch's own log lines on stderr ("W1126 12:04:52.99 24743 torch/utils/cpp_extension.py:183] No CUDA runtime is
 found ...", printed when a CUDA build of torch imports torch.utils.benchmark on a machine without a GPU) say
 something about the machine, not the lesson: nbval compares outputs without them.
 """
 
+import atexit
+
+from transformer_course.grading import kernel_zygote
 from transformer_course.grading.kernel_start import start_kernel
 from transformer_course.grading.nbval_patches import compare_without_torch_log_lines, start_kernels_with
 
 OUTPUT_TIMEOUT = 60
-start_kernels_with(start_kernel)
+_zygote = None
+
+
+def _start_kernel(make_manager, **kwargs):
+    """kernel_start.start_kernel, the kernel forked from a zygote that has imported torch and ipykernel
+    (transformer_course/grading/kernel_zygote.py), one per pytest process, started with the first kernel."""
+    global _zygote
+    if kernel_zygote.available():
+        if _zygote is None:
+            _zygote = kernel_zygote.start()
+            atexit.register(kernel_zygote.stop, *_zygote)
+        make_manager = kernel_zygote.forking(make_manager, _zygote[1])
+    return start_kernel(make_manager, **kwargs)
+
+
+start_kernels_with(_start_kernel)
 compare_without_torch_log_lines()
 
 

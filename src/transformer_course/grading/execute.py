@@ -10,10 +10,12 @@ kernel and anything it started included.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +29,7 @@ from typing import Literal, get_args
 import nbformat
 
 from transformer_course.checks.core import MISTAKE_ID, MISTAKE_ID_MAX
-from transformer_course.grading import audit, plugin
+from transformer_course.grading import audit, kernel_zygote, plugin
 from transformer_course.grading.kernel import CASES_ENV, RECORDS_ENV
 from transformer_course.grading.limits import Limits
 from transformer_course.grading.messages import sanitize
@@ -112,26 +114,69 @@ class RunResult:
     behaviour: list[str] = field(default_factory=list)  # review notes from what the learner's code did (audit.py)
 
 
-def _environment(root: Path, token: str, spec: Path, records: Path, package: Path,
-                 cases_seed: int | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
-           and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
+def _private_folders(root: Path) -> dict[str, str]:
+    """Folders under ``root`` for IPython, Jupyter, matplotlib and temporary files, made empty."""
     for sub in ("ipython", "jupyter", "runtime", "mpl", "tmp"):
         (root / sub).mkdir()
+    return dict(IPYTHONDIR=str(root / "ipython"), JUPYTER_CONFIG_DIR=str(root / "jupyter"),
+                JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"),
+                TMPDIR=str(root / "tmp"))  # the kernel's sockets and anything the notebook writes go away with the run
+
+
+def _pinned_environment() -> dict[str, str]:
+    """This process's environment without what would change a run, and with what keeps runs alike pinned."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
+           and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR",
+                         CASES_ENV, kernel_zygote.ADDRESS_ENV)}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
+               PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", JUPYTER_PLATFORM_DIRS="1",
+               MPLBACKEND="agg")
+    return env
+
+
+def _environment(root: Path, token: str, spec: Path, records: Path, package: Path,
+                 cases_seed: int | None) -> dict[str, str]:
+    env = _pinned_environment()
     env.update(
-        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
-        PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", JUPYTER_PLATFORM_DIRS="1",
-        IPYTHONDIR=str(root / "ipython"), JUPYTER_CONFIG_DIR=str(root / "jupyter"),
-        JUPYTER_RUNTIME_DIR=str(root / "runtime"), MPLCONFIGDIR=str(root / "mpl"), MPLBACKEND="agg",
-        TMPDIR=str(root / "tmp"),  # the kernel's sockets and anything the notebook writes go away with the run
+        **_private_folders(root),
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
         **snapshot_environment(package),
     )
-    env.pop(CASES_ENV, None)
+    zygote = _zygote_address()
+    if zygote:
+        env[kernel_zygote.ADDRESS_ENV] = zygote
     if cases_seed is not None:
         env[CASES_ENV] = str(cases_seed)
     return env
+
+
+# One zygote per grading process, started before the first notebook's kernel (kernel_zygote.py): kernels forked
+# from it skip importing torch and ipykernel.
+_ZYGOTE: tuple | None = None
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def _zygote_address() -> str | None:
+    """The socket of this process's kernel zygote, started at the first call; None where kernels are not forked."""
+    global _ZYGOTE
+    if not kernel_zygote.available():
+        return None
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE is None or _ZYGOTE[0].poll() is not None:
+            root = Path(tempfile.mkdtemp(prefix="transformer-course-zygote-"))
+            # As a notebook's processes get it, but with no notebook's package on PYTHONPATH (the zygote imports
+            # nothing of the course) and a placeholder run token that each kernel overwrites with its own.
+            env = {**_pinned_environment(), **_private_folders(root), RUN_ENV: kernel_zygote.PLACEHOLDER}
+            process, address = kernel_zygote.start(env)
+            atexit.register(_stop_zygote, process, address, root)
+            _ZYGOTE = (process, address)
+        return _ZYGOTE[1]
+
+
+def _stop_zygote(process, address: str, root: Path) -> None:
+    kernel_zygote.stop(process, address)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits,

@@ -22,6 +22,7 @@ Imports nothing from the course package (the grader's plugin loads it by path, w
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import time
 from collections.abc import Callable
@@ -108,8 +109,27 @@ POLL_SECONDS = 0.25  # how often a running cell's kernel is checked: alive, and 
 WAIT_FACTOR = 3  # a cell that waits instead of computing (a sleep, a blocked read) stops at this many times its limit
 
 
+FORKED_PID_FILE = "kernel.pid"  # kernel_zygote.PID_FILE (this module imports nothing of the package)
+
+
 def kernel_pid(kernel) -> int | None:
-    """The process id of nbval's ``RunningKernel``'s kernel, or None where its manager does not say."""
+    """The process id of nbval's ``RunningKernel``'s kernel, or None where its manager does not say.
+
+    For a kernel forked by a zygote (``kernel_zygote``), the process the manager launched is a stub that waits for
+    the kernel; the kernel's pid is in the file the stub wrote beside the connection file. It is read once, at the
+    first call (when the kernel has started, before any cell ran: the kernel could rewrite the file later).
+    """
+    if getattr(kernel, "_course_kernel_pid", None) is None:
+        kernel._course_kernel_pid = _kernel_pid(kernel)
+    return kernel._course_kernel_pid
+
+
+def _kernel_pid(kernel) -> int | None:
+    try:
+        with open(os.path.join(os.path.dirname(kernel.km.connection_file), FORKED_PID_FILE)) as f:
+            return int(f.read())
+    except (AttributeError, OSError, TypeError, ValueError):
+        pass
     try:
         return int(kernel.km.provisioner.process.pid)
     except (AttributeError, TypeError, ValueError):

@@ -75,6 +75,7 @@ def _sibling(name: str):
 
 
 KERNEL_START = _sibling("kernel_start")
+KERNEL_ZYGOTE = _sibling("kernel_zygote")
 NBVAL_PATCHES = _sibling("nbval_patches")
 
 
@@ -124,6 +125,14 @@ def _limit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
+def _start_kernel(make_manager, **kwargs):
+    """kernel_start.start_kernel; the kernel forked by the grader's zygote when the grader started one."""
+    address = os.environ.get(KERNEL_ZYGOTE.ADDRESS_ENV)
+    if address:
+        make_manager = KERNEL_ZYGOTE.forking(make_manager, address)
+    return KERNEL_START.start_kernel(make_manager, **kwargs)
+
+
 def pytest_configure(config):
     global RUN
     path = os.environ.get(SPEC_ENV)
@@ -136,7 +145,7 @@ def pytest_configure(config):
     _limit(resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT)
     _limit(resource.RLIMIT_CORE, 0)
     RUN = _Run(spec)
-    NBVAL_PATCHES.start_kernels_with(KERNEL_START.start_kernel)  # private ipc, retried starts, stderr kept
+    NBVAL_PATCHES.start_kernels_with(_start_kernel)  # private ipc, retried starts, stderr kept
     NBVAL_PATCHES.observe_cells(_Observer())
     RUN.write()
 

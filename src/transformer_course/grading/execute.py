@@ -2,7 +2,8 @@
 
 Each notebook runs in its own temporary folder (the kernel's working directory holds only the
 notebook), its own pytest process (a new session, so the whole process group can be killed) and its
-own fresh kernel, started with this very interpreter (``--nbval-current-env``). The environment is
+own fresh kernel, started with this very interpreter (``--nbval-current-env``); on Linux, forked from this
+process's zygote, which imported torch and ipykernel once (:mod:`.kernel_zygote`). The environment is
 pinned for determinism (one thread, ``PYTHONHASHSEED=0``, a private empty IPython profile so no
 startup file runs). After the run, every process that still carries the run's token is killed, the
 kernel and anything it started included.

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -169,15 +168,10 @@ def _zygote_address() -> str | None:
             # As a notebook's processes get it, but with no notebook's package on PYTHONPATH (the zygote imports
             # nothing of the course) and a placeholder run token that each kernel overwrites with its own.
             env = {**_pinned_environment(), **_private_folders(root), RUN_ENV: kernel_zygote.PLACEHOLDER}
-            process, address = kernel_zygote.start(env)
-            atexit.register(_stop_zygote, process, address, root)
+            process, address = kernel_zygote.start(env, str(root))  # it removes root when it ends
+            atexit.register(kernel_zygote.stop, process, address)
             _ZYGOTE = (process, address)
         return _ZYGOTE[1]
-
-
-def _stop_zygote(process, address: str, root: Path) -> None:
-    kernel_zygote.stop(process, address)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits,

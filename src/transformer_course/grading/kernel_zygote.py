@@ -264,7 +264,17 @@ def _kill(pid: int) -> None:
 
 
 def serve(address: str) -> None:
-    """Listen on ``address`` and fork a kernel for each stub that connects, until standard input closes."""
+    """Listen on ``address`` and fork a kernel for each stub that connects, until standard input closes; then
+    remove the socket's folder."""
+    import shutil
+
+    try:
+        _serve(address)
+    finally:
+        shutil.rmtree(os.path.dirname(address), ignore_errors=True)
+
+
+def _serve(address: str) -> None:
     zygote_env, zygote_path = dict(os.environ), list(sys.path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the grader; the zygote ends after it
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -349,12 +359,13 @@ def serve(address: str) -> None:
 # --- the side that starts kernels -----------------------------------------------------------------------------
 
 
-def start(env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+def start(env: dict[str, str] | None = None, folder: str | None = None) -> tuple[subprocess.Popen, str]:
     """Start a zygote with ``env`` (by default this process's environment); (the process, its socket's address).
 
-    It lives until the returned process's standard input is closed, or this process ends.
+    Its socket goes in ``folder`` (by default a new private one), which the zygote removes when it ends: when the
+    returned process's standard input is closed, or this process ends.
     """
-    folder = tempfile.mkdtemp(prefix="kernel-zygote-")  # mode 0700: no other user can connect
+    folder = folder or tempfile.mkdtemp(prefix="kernel-zygote-")  # mode 0700: no other user can connect
     address = os.path.join(folder, "socket")
     process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", address],
                                stdin=subprocess.PIPE, env=env, cwd=folder)

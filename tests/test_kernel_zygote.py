@@ -119,11 +119,15 @@ def test_the_stub_names_the_kernel_and_passes_on_interrupts_and_its_end(zygote, 
         km.interrupt_kernel()
         reply = kc.get_shell_msg(timeout=20)
         assert reply["content"]["ename"] == "KeyboardInterrupt" and time.monotonic() - started < 10
-        kc.execute("import os; os._exit(3)")
-        for _ in range(100):
-            if not km.is_alive():
-                break
-            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while km.is_alive() and time.monotonic() < deadline:
+            # Sent again if it was dropped: ipykernel aborts the requests that arrive just after an error (the
+            # interrupt above), which on a loaded machine this one can do.
+            kc.execute("import os; os._exit(3)")
+            for _ in range(30):
+                if not km.is_alive():
+                    break
+                time.sleep(0.1)
         assert not km.is_alive() and km.provisioner.process.wait(5) == 3
     finally:
         kc.stop_channels()

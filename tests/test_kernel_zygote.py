@@ -12,13 +12,14 @@ import time
 import pytest
 
 from transformer_course.grading import kernel_zygote
+from transformer_course.grading.execute import RUN_ENV
 from transformer_course.grading.kernel_start import KernelStartError, start_kernel
 from transformer_course.grading.nbval_patches import FORKED_PID_FILE, kernel_pid
 
 pytestmark = [pytest.mark.slow,  # starts kernels
               pytest.mark.skipif(not kernel_zygote.available(), reason="kernels are forked on Linux only")]
 
-TOKEN = "TRANSFORMER_COURSE_GRADE_RUN"
+TOKEN = RUN_ENV  # the grader's run token, which kernel_zygote.STAMPED names too (it cannot import execute)
 
 PROBE = """
 import json, os, resource, signal, sys, tempfile, threading
@@ -46,7 +47,7 @@ class _Manager:
 
 
 @pytest.fixture(scope="module")
-def zygote(tmp_path_factory):
+def zygote():
     env = {**os.environ, TOKEN: kernel_zygote.PLACEHOLDER, "PYTHONHASHSEED": "0"}
     process, address = kernel_zygote.start(env)
     yield address

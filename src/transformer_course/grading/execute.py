@@ -125,10 +125,10 @@ def _private_folders(root: Path) -> dict[str, str]:
 
 def _pinned_environment() -> dict[str, str]:
     """This process's environment without what would change a run, and with what keeps runs alike pinned."""
-    env = {k: v for k, v in os.environ.items()
+    env = {k: v for k, v in os.environ.items()  # the grader's own variables (run, cases seed) start with the prefix
            if not k.startswith(("TRANSFORMER_COURSE_GRADE", "PYTEST_", "JPY_", "IPY"))
            and k not in ("PYTHONSTARTUP", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR",
-                         CASES_ENV, kernel_zygote.ADDRESS_ENV)}
+                         kernel_zygote.ADDRESS_ENV)}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
                PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", JUPYTER_PLATFORM_DIRS="1",
                MPLBACKEND="agg")

@@ -16,25 +16,21 @@ found ...", printed when a CUDA build of torch imports torch.utils.benchmark on 
 something about the machine, not the lesson: nbval compares outputs without them.
 """
 
-import atexit
 
 from transformer_course.grading import kernel_zygote
 from transformer_course.grading.kernel_start import start_kernel
 from transformer_course.grading.nbval_patches import compare_without_torch_log_lines, start_kernels_with
 
 OUTPUT_TIMEOUT = 60
-_zygote = None
+_ZYGOTE = kernel_zygote.Shared()  # one per pytest process, started with its first kernel
 
 
 def _start_kernel(make_manager, **kwargs):
     """kernel_start.start_kernel, the kernel forked from a zygote that has imported torch and ipykernel
-    (transformer_course/grading/kernel_zygote.py), one per pytest process, started with the first kernel."""
-    global _zygote
-    if kernel_zygote.available():
-        if _zygote is None:
-            _zygote = kernel_zygote.start()
-            atexit.register(kernel_zygote.stop, *_zygote)
-        make_manager = kernel_zygote.forking(make_manager, _zygote[1])
+    (transformer_course/grading/kernel_zygote.py)."""
+    address = _ZYGOTE.address()
+    if address:
+        make_manager = kernel_zygote.forking(make_manager, address)
     return start_kernel(make_manager, **kwargs)
 
 

@@ -11,7 +11,6 @@ kernel and anything it started included.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import os
@@ -143,7 +142,7 @@ def _environment(root: Path, token: str, spec: Path, records: Path, package: Pat
         **{SPEC_ENV: str(spec), RECORDS_ENV: str(records), RUN_ENV: token},
         **snapshot_environment(package),
     )
-    zygote = _zygote_address()
+    zygote = _ZYGOTE.address()
     if zygote:
         env[kernel_zygote.ADDRESS_ENV] = zygote
     if cases_seed is not None:
@@ -151,27 +150,17 @@ def _environment(root: Path, token: str, spec: Path, records: Path, package: Pat
     return env
 
 
+def _start_zygote():
+    root = Path(tempfile.mkdtemp(prefix="transformer-course-zygote-"))
+    # As a notebook's processes get it, but with no notebook's package on PYTHONPATH (the zygote imports nothing of
+    # the course) and a placeholder run token that each kernel overwrites with its own.
+    env = {**_pinned_environment(), **_private_folders(root), RUN_ENV: kernel_zygote.PLACEHOLDER}
+    return kernel_zygote.start(env, str(root))  # it removes root when it ends
+
+
 # One zygote per grading process, started before the first notebook's kernel (kernel_zygote.py): kernels forked
 # from it skip importing torch and ipykernel.
-_ZYGOTE: tuple | None = None
-_ZYGOTE_LOCK = threading.Lock()
-
-
-def _zygote_address() -> str | None:
-    """The socket of this process's kernel zygote, started at the first call; None where kernels are not forked."""
-    global _ZYGOTE
-    if not kernel_zygote.available():
-        return None
-    with _ZYGOTE_LOCK:
-        if _ZYGOTE is None or _ZYGOTE[0].poll() is not None:
-            root = Path(tempfile.mkdtemp(prefix="transformer-course-zygote-"))
-            # As a notebook's processes get it, but with no notebook's package on PYTHONPATH (the zygote imports
-            # nothing of the course) and a placeholder run token that each kernel overwrites with its own.
-            env = {**_pinned_environment(), **_private_folders(root), RUN_ENV: kernel_zygote.PLACEHOLDER}
-            process, address = kernel_zygote.start(env, str(root))  # it removes root when it ends
-            atexit.register(kernel_zygote.stop, process, address)
-            _ZYGOTE = (process, address)
-        return _ZYGOTE[1]
+_ZYGOTE = kernel_zygote.Shared(_start_zygote)
 
 
 def run_notebook(nb: nbformat.NotebookNode, name: str, checks: dict[str, str], limits: Limits,

@@ -388,6 +388,28 @@ def stop(process: subprocess.Popen, address: str) -> None:
     shutil.rmtree(os.path.dirname(address), ignore_errors=True)
 
 
+class Shared:
+    """The zygote a process shares between the kernels it starts: ``starter()`` (:func:`start` or a wrapper that
+    sets its environment) runs at the first :meth:`address` call, and again if the zygote died; stopped at exit."""
+
+    def __init__(self, starter=start):
+        import threading
+
+        self._starter, self._zygote, self._lock = starter, None, threading.Lock()
+
+    def address(self) -> str | None:
+        """The zygote's socket; None where kernels are not forked (:func:`available`)."""
+        import atexit
+
+        if not available():
+            return None
+        with self._lock:
+            if self._zygote is None or self._zygote[0].poll() is not None:
+                self._zygote = self._starter()
+                atexit.register(stop, *self._zygote)
+            return self._zygote[1]
+
+
 def forking(make_manager, address: str):
     """``make_manager`` whose managers launch the stub (and through it a kernel forked by the zygote at
     ``address``) instead of ``python -m ipykernel_launcher``."""

@@ -181,3 +181,37 @@ def test_without_a_zygote_the_stub_starts_an_ordinary_kernel(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+STARTER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import kernel_zygote
+process, address = kernel_zygote.start()
+print(process.pid, address, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_process_group_leaves_no_zygote_and_no_folder(tmp_path):
+    """kill -9 of the grader's process group (what an instructor does to a hung run): the zygote, in a session of its
+    own, sees its standard input close, and ends and removes its folder."""
+    import signal
+    import subprocess
+
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, os.path.dirname(kernel_zygote.__file__)],
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    pid, address = starter.stdout.readline().split()
+    pid, folder = int(pid), os.path.dirname(address)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not os.path.exists(address):  # imports done, listening
+        time.sleep(0.1)
+    os.killpg(starter.pid, signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_running(pid) or os.path.exists(folder)):
+        time.sleep(0.1)
+    alive = _running(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive and not os.path.exists(folder), (alive, os.listdir(folder) if os.path.exists(folder) else None)

@@ -368,7 +368,10 @@ def start(env: dict[str, str] | None = None, folder: str | None = None) -> tuple
     folder = folder or tempfile.mkdtemp(prefix="kernel-zygote-")  # mode 0700: no other user can connect
     address = os.path.join(folder, "socket")
     process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", address],
-                               stdin=subprocess.PIPE, env=env, cwd=folder)
+                               stdin=subprocess.PIPE, env=env, cwd=folder,
+                               # A kill of the starter's process group (kill -9 -PGID) leaves the zygote to see its
+                               # standard input close, kill its kernels and remove its folder.
+                               start_new_session=True)
     with open(os.path.join(folder, ZYGOTE_PID_FILE), "w") as f:  # for the stubs: a zygote still importing, or gone
         f.write(str(process.pid))
     return process, address

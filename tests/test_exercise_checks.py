@@ -17,6 +17,14 @@ import tests.answers
 from tests.answers import Deferred
 from transformer_course.checks import REGISTRY, CheckFailed, check, core
 
+# What PyTorch says to a learner who writes these answers (a variance over one sample, the scheduler stepped before the
+# optimizer, float() of a loss that needs gradients): the answers are here to be judged, not the warnings.
+pytestmark = [
+    pytest.mark.filterwarnings(r"ignore:var\(\). degrees of freedom is <= 0:UserWarning"),
+    pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning"),
+]
+
 TABLES, MISTAKE_IDS, SOLUTION_COUNTS = {}, {}, {}
 for module_info in pkgutil.iter_modules(tests.answers.__path__):
     module = importlib.import_module(f"tests.answers.{module_info.name}")

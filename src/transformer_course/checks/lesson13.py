@@ -524,16 +524,17 @@ def _greedy(model: Callable, prompt: torch.Tensor, steps: int, max_len: int) -> 
 
 
 _REFERENCE_RUNS: dict[tuple, tuple] = {}  # (weights (cached objects), inputs, variant) -> the reference's outputs
-_FLAGS: dict[str, bool] = {}  # what the last run of the learner's model showed, for naming a mistake in the kernel
 
 
 class _GPTRun:
     """Builds a model with ``build(config)``, loads ``weights`` into it with ``load(model, state_dict)``, and returns
     its logits on ``tokens`` ``(B, n)`` and its greedy continuation of ``prompt``: plain tensors, which the grader
-    records. The reference is the package's own model (``build`` None)."""
+    records. The reference is the package's own model (``build`` None). ``flags``: what the learner's model showed
+    on the cases run so far, for naming a mistake (in the kernel: a replayed run has none)."""
 
     def __init__(self, build=None, load=None, *, greedy: bool = True, **variant):
         self.build, self.load, self.greedy, self.variant = build, load, greedy, variant
+        self.flags: dict[str, bool] = {}
         self.__name__ = "GPT or load_checkpoint"
 
     def __call__(self, weights: Weights, tokens: torch.Tensor, prompt: torch.Tensor, steps: int):
@@ -554,12 +555,12 @@ class _GPTRun:
                 raise TypeError(f"GPT(config) should build an nn.Module, got {type(model).__name__}")
             self.load(model, {k: v.clone() for k, v in weights.state_dict.items()})
             model.eval()
-            _FLAGS["untied-head"] = _untied_head(model, weights)
+            self.flags["untied-head"] = _untied_head(model, weights)
         with torch.no_grad():
             logits = model(tokens)
         if self.build is not None:  # on every case so far: the logits off by one vector, as a head's bias puts them
             expected = _GPTRun()(weights, tokens, prompt, steps)[0]
-            _FLAGS["head-bias"] = _FLAGS.get("head-bias", True) and _off_by_one_vector(expected, logits)
+            self.flags["head-bias"] = self.flags.get("head-bias", True) and _off_by_one_vector(expected, logits)
             if _logits_problem(expected, logits):  # the verdict stops at the logits (_same_gpt): no generation
                 return logits, torch.zeros(0, dtype=torch.long)
         if not self.greedy:  # a mistake's variant, named by its logits alone
@@ -690,13 +691,13 @@ def check_gpt(answer) -> int:
         require_callable(answer[0], "GPT, a class or function: GPT(config) -> nn.Module")
         require_callable(answer[1], "load_checkpoint, a function: load_checkpoint(model, state_dict)")
         run = _GPTRun(*answer)
-    _FLAGS.clear()
+    flags = getattr(run, "flags", {})
     try:
         return _verdict(_run_all(run, _gpt_cases(), _GPTRun()), _same_gpt, GPT_MISTAKES)
     except CheckFailed as failure:
         # Named from what the learner's model showed on every case it ran on, when no variant explains the results.
-        if failure.mistake is None and _FLAGS.get("head-bias"):
+        if failure.mistake is None and flags.get("head-bias"):
             raise CheckFailed(failure.message, mistake=HEAD_BIAS) from None
-        if failure.mistake is None and _FLAGS.get("untied-head"):
+        if failure.mistake is None and flags.get("untied-head"):
             raise CheckFailed(failure.message, mistake=HEAD_NOT_TIED) from None
         raise

@@ -28,10 +28,7 @@ _ZYGOTE = kernel_zygote.Shared()  # one per pytest process, started with its fir
 def _start_kernel(make_manager, **kwargs):
     """kernel_start.start_kernel, the kernel forked from a zygote that has imported torch and ipykernel
     (transformer_course/grading/kernel_zygote.py)."""
-    address = _ZYGOTE.address()
-    if address:
-        make_manager = kernel_zygote.forking(make_manager, address)
-    return start_kernel(make_manager, **kwargs)
+    return start_kernel(kernel_zygote.forking(make_manager, _ZYGOTE.address()), **kwargs)
 
 
 start_kernels_with(_start_kernel)

@@ -55,9 +55,7 @@ def zygote():
 
 
 def _start(address, tmp_path, *, env=None, **kwargs):
-    make = _Manager()
-    if address is not None:
-        make = kernel_zygote.forking(make, address)
+    make = kernel_zygote.forking(_Manager(), address)
     return start_kernel(make, env={**os.environ, **(env or {})}, cwd=str(tmp_path), **kwargs)
 
 

@@ -413,10 +413,13 @@ class Shared:
             return self._zygote[1]
 
 
-def forking(make_manager, address: str):
+def forking(make_manager, address: str | None):
     """``make_manager`` whose managers launch the stub (and through it a kernel forked by the zygote at
-    ``address``) instead of ``python -m ipykernel_launcher``."""
+    ``address``) instead of ``python -m ipykernel_launcher``; ``make_manager`` itself where ``address`` is None."""
     import copy
+
+    if not address:
+        return make_manager
 
     def make():
         km = make_manager()

@@ -127,10 +127,8 @@ def _limit(which: int, value: int) -> None:
 
 def _start_kernel(make_manager, **kwargs):
     """kernel_start.start_kernel; the kernel forked by the grader's zygote when the grader started one."""
-    address = os.environ.get(KERNEL_ZYGOTE.ADDRESS_ENV)
-    if address:
-        make_manager = KERNEL_ZYGOTE.forking(make_manager, address)
-    return KERNEL_START.start_kernel(make_manager, **kwargs)
+    forked = KERNEL_ZYGOTE.forking(make_manager, os.environ.get(KERNEL_ZYGOTE.ADDRESS_ENV))
+    return KERNEL_START.start_kernel(forked, **kwargs)
 
 
 def pytest_configure(config):
